@@ -1,0 +1,82 @@
+"""The connection contract: run a script on a host (as one round trip), with or without sudo.
+
+Scripts travel on stdin, never on the command line: the host's process list shows `bash -s`, not
+the script, its secrets or its payload. A payload (file content) follows the script: the script
+is wrapped so that the payload is readable on file descriptor 3 (`cat <&3 > "$tmp"`).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from provision.errors import CommandFailed
+from provision.secrets import REDACTOR
+
+if TYPE_CHECKING:
+    from provision.ops.base import Command
+
+
+@dataclass(frozen=True)
+class RunResult:
+    stdout: str
+    stderr: str
+    rc: int
+
+
+def wrap_script(script: str, data: bytes | None, env: dict[str, str] | None = None) -> str:
+    """The text fed to `bash -s` for a script and its optional payload (on fd 3)."""
+    lines = ["set -euo pipefail", "export DEBIAN_FRONTEND=noninteractive LC_ALL=C"]
+    for key, value in (env or {}).items():
+        lines.append(f"export {key}={_quote(value)}")
+    if data is not None:
+        encoded = base64.b64encode(data).decode()
+        # the payload is decoded into a temp file that fd 3 reads; it never appears in argv
+        lines.append('__payload=$(mktemp)')
+        lines.append("trap 'rm -f \"$__payload\"' EXIT")
+        lines.append("base64 -d > \"$__payload\" <<'__PROVISION_PAYLOAD__'")
+        lines.extend(encoded[i : i + 76] for i in range(0, len(encoded), 76))
+        lines.append("__PROVISION_PAYLOAD__")
+        lines.append('exec 3<"$__payload"')
+    lines.append(script)
+    return "\n".join(lines) + "\n"
+
+
+def _quote(value: str) -> str:
+    return "'" + str(value).replace("'", "'\"'\"'") + "'"
+
+
+class Connection(Protocol):
+    """A host we can run scripts on. Implementations: SSHConnection, LocalConnection."""
+
+    host_name: str
+    round_trips: int
+
+    def run(
+        self, script: str, *, sudo: bool = True, data: bytes | None = None,
+        env: dict[str, str] | None = None, timeout: float | None = None,
+    ) -> RunResult:
+        """Run `script` with bash on the host; never raises on non-zero exit."""
+        ...
+
+    def close(self) -> None: ...
+
+    def run_command(self, command: Command, check: bool = True) -> RunResult:
+        """Run an operation's Command; raise CommandFailed on non-zero exit when `check`."""
+        ...
+
+
+def checked(conn: Connection, command: Command, check: bool = True) -> RunResult:
+    """Shared body of run_command: run, and turn a non-zero exit into CommandFailed."""
+    result = conn.run(command.script, sudo=command.sudo, data=command.data, env=command.env,
+                      timeout=command.timeout)
+    if check and result.rc != 0:
+        raise CommandFailed(
+            command=REDACTOR(command.description or command.script),
+            exit_code=result.rc,
+            stdout=REDACTOR(result.stdout),
+            stderr=REDACTOR(result.stderr),
+            host=conn.host_name,
+        )
+    return result

@@ -1,0 +1,131 @@
+"""What every operation is: a pure function from (arguments, facts, probed state) to a Plan.
+
+An operation module defines one `Operation` subclass and registers it with `@register`. The runner:
+1. validates a task's arguments into the operation's `Args` model (pydantic, unknown keys refused);
+2. asks `probe(args)` for a shell snippet that prints the state the operation needs; the snippets of
+   many tasks are joined into one remote script, so a converged host costs one round trip for all;
+3. calls `plan(args, facts, probe_output)`: pure, no I/O, unit-tested on recorded outputs;
+4. in check mode reports the plan; otherwise calls `apply(ctx, plan)`, which by default runs the
+   plan's commands in order (each one round trip) and stops at the first failure.
+Operations that must wait or talk to the host in between (reboot, wait_for, pulls with progress)
+override `apply`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from provision.connection.base import Connection
+    from provision.facts.model import HostFacts
+
+
+class OpArgs(BaseModel):
+    """Base of every operation's arguments: unknown keys are an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One shell script to run on the host as one round trip.
+
+    `script` runs under `bash -euo pipefail` fed on stdin (never on the command line, so `ps` on the
+    host does not show its content); `stdin_data`, when given, is appended after the script as a
+    here-document-free payload: the script reads it from file descriptor 3 (see connection.base).
+    """
+
+    script: str
+    description: str = ""
+    sudo: bool = True
+    data: bytes | None = None
+    timeout: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """What an operation would do on this host, exactly; `changed` is False when nothing would."""
+
+    changed: bool
+    commands: list[Command] = field(default_factory=list)
+    summary: str = ""
+    diff: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def ok(cls, summary: str = "", **result: Any) -> Plan:
+        return cls(changed=False, summary=summary, result=result)
+
+
+@dataclass
+class ApplyResult:
+    """What apply did: stdout/rc of the last command are kept for `register`."""
+
+    changed: bool
+    stdout: str = ""
+    stderr: str = ""
+    rc: int = 0
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+class ProgressSink(Protocol):
+    """Where long-running operations report progress (the runner's live view)."""
+
+    def __call__(self, description: str, completed: float | None = None, total: float | None = None) -> None: ...
+
+
+@dataclass
+class ApplyContext:
+    """What an operation's apply may use: the connection, the facts, and a progress callback."""
+
+    conn: Connection
+    facts: HostFacts
+    host_name: str
+    progress: ProgressSink
+    reconnect: Callable[[], Connection]
+
+
+class Operation:
+    """Base class: subclasses set `name`, `Args`, and implement `probe` and `plan`."""
+
+    name: ClassVar[str]
+    Args: ClassVar[type[OpArgs]]
+
+    def probe(self, args: Any) -> str:
+        """Shell snippet whose stdout `plan` parses; "" when the plan needs no state."""
+        return ""
+
+    def plan(self, args: Any, facts: HostFacts, state: str) -> Plan:
+        raise NotImplementedError
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        """Run the plan's commands in order; the first failure raises CommandFailed."""
+        last = None
+        for command in plan.commands:
+            last = ctx.conn.run_command(command)
+        return ApplyResult(
+            changed=plan.changed,
+            stdout=last.stdout if last else "",
+            stderr=last.stderr if last else "",
+            rc=last.rc if last else 0,
+            result=dict(plan.result),
+        )
+
+
+REGISTRY: dict[str, Operation] = {}
+
+
+def register(cls: type[Operation]) -> type[Operation]:
+    """Class decorator: make the operation available to tasks under `cls.name`."""
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+def shell_quote(value: str) -> str:
+    """Quote a value for a POSIX shell (single quotes, with embedded quotes escaped)."""
+    return "'" + str(value).replace("'", "'\"'\"'") + "'"
