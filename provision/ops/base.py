@@ -95,6 +95,8 @@ class Operation:
 
     name: ClassVar[str]
     Args: ClassVar[type[OpArgs]]
+    #: True when applying changes what the facts say (a reboot): the runner gathers them again
+    refreshes_facts: ClassVar[bool] = False
 
     def probe(self, args: Any) -> str:
         """Shell snippet whose stdout `plan` parses; "" when the plan needs no state."""

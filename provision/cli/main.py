@@ -1,0 +1,77 @@
+"""Parse arguments, load inputs (before any host is touched), run, print, exit with a status.
+
+Exit status: 0 every host ok, 1 a host failed or was unreachable (or the rollout stopped),
+2 usage or input error (nothing on any host was changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from provision import __version__
+from provision.errors import InputError, ProvisionError
+from provision.secrets import REDACTOR
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
+Command = Callable[[argparse.Namespace, Console], int]
+
+
+def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
+    parser.add_argument("-l", "--limit", help="hosts or groups to run on (comma-separated, globs, !exclude)")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a variable (also @file.yaml or a JSON mapping); repeatable")
+    parser.add_argument("--forks", type=int, default=10, help="hosts worked on in parallel (default 10)")
+    parser.add_argument("--trust-new-host-keys", action="store_true",
+                        help="record unknown SSH host keys in known_hosts (a changed key is always refused)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="provision", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"provision {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = commands.add_parser("up", help="converge hosts: run the playbook (default playbooks/site.yaml)")
+    add_inventory_arguments(up)
+    up.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
+    up.add_argument("--check", action="store_true", help="report what would change; change nothing")
+    up.add_argument("--diff", action="store_true", help="show the changes to files")
+    up.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma-separated; a role's name)")
+    up.add_argument("--skip-tags", default="", help="skip tasks with these tags")
+    up.add_argument("--serial", help="batch sizes: a number, a percentage, or a ramp like 1,25%%,100%%")
+    up.add_argument("--max-fail-percent", type=float, default=None,
+                    help="stop the rollout when more than this percentage of a batch fails")
+    up.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+    up.set_defaults(handler=commands.cmd_up)
+
+    facts = commands.add_parser("facts", help="gather and print each host's facts")
+    add_inventory_arguments(facts)
+    facts.add_argument("--json", action="store_true", help="print JSON")
+    facts.set_defaults(handler=commands.cmd_facts)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console(stderr=False)
+    errors = Console(stderr=True)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args, console)
+    except InputError as error:
+        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False)
+        return EXIT_INPUT
+    except ProvisionError as error:
+        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        errors.print("[bold red]interrupted[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

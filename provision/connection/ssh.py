@@ -1,0 +1,204 @@
+"""SSH connections through fabric/paramiko, with host keys checked and transient failures retried.
+
+Fabric reads ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump) and uses the agent; we
+replace its accept-any-key default with known_hosts checking: an unknown key is refused unless the
+user opted into trust-on-first-use (`--trust-new-host-keys`), a changed key is always refused.
+Each `run` is one exec channel: one round trip.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import paramiko
+from fabric import Config
+from fabric import Connection as FabricConnection
+from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+
+from provision.connection.base import RunResult, checked, wrap_script
+from provision.errors import HostKeyRefused, HostUnreachable
+from provision.ops.base import Command
+
+TRANSIENT_ERRORS = (
+    paramiko.ssh_exception.NoValidConnectionsError,
+    socket.timeout,
+    TimeoutError,
+    ConnectionResetError,
+    ConnectionRefusedError,
+    EOFError,
+    paramiko.ssh_exception.SSHException,
+)
+DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+CHUNK = 65536
+
+
+class UnknownHostKey(paramiko.MissingHostKeyPolicy):
+    """Refuse a host whose key is not in known_hosts, saying how to proceed."""
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        raise HostKeyRefused(
+            f"host key of {hostname} is not known ({key.get_name()} {key.fingerprint}). "
+            f"Check the fingerprint on the host (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), "
+            f"then add it to known_hosts (ssh-keyscan) or rerun with --trust-new-host-keys."
+        )
+
+
+class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
+    """Record an unknown host's key in the known_hosts file (opt-in); never affects changed keys."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, known_hosts: Path) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        with self._lock:
+            self.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with self.known_hosts.open("a") as handle:
+                handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class SSHConnection:
+    """One SSH session to one host; scripts run through `bash -s` (as root through sudo -n)."""
+
+    def __init__(
+        self,
+        host_name: str,
+        address: str,
+        port: int | None = None,
+        user: str | None = None,
+        key_file: Path | None = None,
+        known_hosts: Path | None = None,
+        become: bool = True,
+        trust_new_host_keys: bool = False,
+        connect_timeout: float = 10,
+        connect_attempts: int = 4,
+    ) -> None:
+        self.host_name = host_name
+        self.round_trips = 0
+        self._become = become
+        self._trust_new = trust_new_host_keys
+        self._connect_attempts = connect_attempts
+        connect_kwargs: dict[str, object] = {"banner_timeout": connect_timeout, "auth_timeout": connect_timeout}
+        if key_file:
+            connect_kwargs["key_filename"] = [str(key_file)]
+        self._fabric = FabricConnection(
+            host=address, port=port, user=user, config=Config(),
+            connect_timeout=int(connect_timeout), connect_kwargs=connect_kwargs,
+        )
+        configured = self._fabric.ssh_config.get("userknownhostsfile", "").split()
+        self.known_hosts = (known_hosts or Path(configured[0] if configured else DEFAULT_KNOWN_HOSTS)).expanduser()
+        self._is_root = self._fabric.user == "root"
+
+    def open(self) -> SSHConnection:
+        """Connect (retrying transient failures); raise HostUnreachable / HostKeyRefused."""
+        client = self._fabric.client
+        client.get_host_keys().clear()
+        if self.known_hosts.exists():
+            client.load_host_keys(str(self.known_hosts))
+        policy = TrustOnFirstUse(self.known_hosts) if self._trust_new else UnknownHostKey()
+        client.set_missing_host_key_policy(policy)
+        try:
+            self._connect_with_retries()
+        except paramiko.BadHostKeyException as error:
+            raise HostKeyRefused(
+                f"host key of {error.hostname} has CHANGED (got {error.key.get_name()} "
+                f"{error.key.fingerprint}, known_hosts {self.known_hosts} has {error.expected_key.fingerprint}). "
+                "This may be a reinstalled host or an attack; verify it, then remove the old entry with "
+                f"ssh-keygen -R '{error.hostname}' -f {self.known_hosts}. A changed key is never accepted."
+            ) from error
+        except HostKeyRefused:
+            raise
+        except paramiko.AuthenticationException as error:
+            raise HostUnreachable(f"{self.host_name}: authentication failed for user "
+                                  f"{self._fabric.user}: {error}") from error
+        except RetryError as error:
+            cause = error.last_attempt.exception()
+            raise HostUnreachable(f"{self.host_name}: cannot connect to {self._fabric.host}:"
+                                  f"{self._fabric.port} after {self._connect_attempts} attempts: {cause}") from cause
+        self.round_trips += 1
+        return self
+
+    def _connect_with_retries(self) -> None:
+        @retry(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_attempt(self._connect_attempts) | stop_after_delay(120),
+            wait=wait_exponential(multiplier=0.5, max=8),
+        )
+        def connect() -> None:
+            if self._fabric.is_connected:
+                return
+            try:
+                self._fabric.open()
+            except Exception:
+                self._fabric.client.close()
+                raise
+
+        connect()
+
+    def run(
+        self, script: str, *, sudo: bool = True, data: bytes | None = None,
+        env: dict[str, str] | None = None, timeout: float | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Run a bash script on the host; the script (and payload) go on stdin, not argv."""
+        transport = self._fabric.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostUnreachable(f"{self.host_name}: connection lost")
+        self.round_trips += 1
+        channel = transport.open_session()
+        as_root = sudo and self._become and not self._is_root
+        channel.exec_command("sudo -n -H -- bash -s" if as_root else "bash -s")
+        channel.sendall(wrap_script(script, data, env).encode())
+        channel.shutdown_write()
+        return _collect(channel, timeout, on_output)
+
+    def run_command(self, command: Command, check: bool = True) -> RunResult:
+        return checked(self, command, check)
+
+    def close(self) -> None:
+        self._fabric.close()
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth another try: refused, reset, timed out; never a bad key or failed authentication."""
+    permanent = (paramiko.BadHostKeyException, paramiko.AuthenticationException, HostKeyRefused)
+    return isinstance(error, TRANSIENT_ERRORS) and not isinstance(error, permanent)
+
+
+def _collect(channel: paramiko.Channel, timeout: float | None,
+             on_output: Callable[[str], None] | None) -> RunResult:
+    """Read stdout/stderr until the command exits (or the timeout passes: rc -1)."""
+    deadline = time.monotonic() + timeout if timeout else None
+    out, err = bytearray(), bytearray()
+    pending = ""
+    channel.settimeout(0.2)
+    while True:
+        progressed = False
+        while channel.recv_ready():
+            chunk = channel.recv(CHUNK)
+            out += chunk
+            progressed = True
+            if on_output:
+                pending += chunk.decode(errors="replace")
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    on_output(line)
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(CHUNK)
+            progressed = True
+        if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+            break
+        if deadline and time.monotonic() > deadline:
+            channel.close()
+            return RunResult(out.decode(errors="replace"), err.decode(errors="replace") + "\n(timed out)", -1)
+        if not progressed:
+            time.sleep(0.01)
+    rc = channel.recv_exit_status()
+    channel.close()
+    return RunResult(out.decode(errors="replace"), err.decode(errors="replace"), rc)

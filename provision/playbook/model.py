@@ -1,0 +1,86 @@
+"""The playbook's data: plays, roles and tasks, as loaded from YAML (untemplated)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TASK_KEYWORDS = frozenset(
+    {"name", "when", "notify", "tags", "register", "ignore_errors", "changed_when", "listen", "timeout"}
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a thing was written: for errors that send the user to the right line."""
+
+    file: Path
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else str(self.file)
+
+
+@dataclass
+class Task:
+    """One step: an operation and its (still templated) arguments, with Ansible's task keywords."""
+
+    name: str
+    op: str
+    args: dict[str, Any]
+    source: Source
+    role: str | None = None
+    when: str | list[str] | None = None
+    notify: list[str] = field(default_factory=list)
+    tags: frozenset[str] = frozenset()
+    register: str | None = None
+    ignore_errors: bool = False
+    changed_when: str | bool | None = None
+
+
+@dataclass
+class Role:
+    """roles/<name>/: tasks, handlers, defaults and templates."""
+
+    name: str
+    path: Path
+    tasks: list[Task]
+    handlers: list[Task]
+    defaults: dict[str, Any]
+
+    @property
+    def templates_dir(self) -> Path:
+        return self.path / "templates"
+
+
+@dataclass
+class Play:
+    """A hosts pattern and the roles (then tasks) to apply to those hosts."""
+
+    name: str
+    hosts: str
+    roles: list[Role]
+    vars: dict[str, Any]
+    source: Source
+    serial: list[int | str] | None = None
+    max_fail_percentage: float | None = None
+
+    @property
+    def tasks(self) -> list[Task]:
+        return [task for role in self.roles for task in role.tasks]
+
+    @property
+    def handlers(self) -> list[Task]:
+        return [handler for role in self.roles for handler in role.handlers]
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for role in self.roles:
+            merged.update(role.defaults)
+        return merged
+
+    @property
+    def template_dirs(self) -> list[Path]:
+        return [role.templates_dir for role in self.roles]

@@ -1,0 +1,121 @@
+"""Jinja2 rendering of task arguments, `when` conditions and template files.
+
+Undefined variables are errors (StrictUndefined), like Ansible's default. A string that is exactly
+one expression (`"{{ ports }}"`) keeps its type (a list stays a list). Secrets are revealed when
+rendered, because what is rendered goes to the host; everything shown to a person passes through
+the redactor, which knows every secret value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from provision.secrets import Secret, reveal
+
+SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
+
+
+class TemplateError(Exception):
+    """A template or expression failed to render: the message names the variable or syntax problem."""
+
+
+def _finalize(value: Any) -> Any:
+    return value.reveal() if isinstance(value, Secret) else value
+
+
+def _to_json(value: Any, **kwargs: Any) -> str:
+    return json.dumps(reveal(value), **kwargs)
+
+
+def _to_yaml(value: Any) -> str:
+    return yaml.safe_dump(reveal(value), default_flow_style=False, sort_keys=False)
+
+
+def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in template_dirs or []]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        finalize=_finalize,
+        autoescape=False,
+    )
+    env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine)
+    return env
+
+
+def _combine(*mappings: dict[str, Any]) -> dict[str, Any]:
+    """Ansible's `combine`: later mappings win, one level deep."""
+    merged: dict[str, Any] = {}
+    for mapping in mappings:
+        merged.update(mapping)
+    return merged
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return bool(value)
+
+
+def _shquote(value: Any) -> str:
+    return "'" + str(_finalize(value)).replace("'", "'\"'\"'") + "'"
+
+
+class Renderer:
+    """Renders values against one host's variables (vars + facts + registered results)."""
+
+    def __init__(self, env: jinja2.Environment, variables: dict[str, Any]) -> None:
+        self.env = env
+        self.variables = variables
+
+    def render(self, value: Any) -> Any:
+        """Render strings inside any structure; single-expression strings keep their native type."""
+        if isinstance(value, str):
+            return self._render_string(value)
+        if isinstance(value, list):
+            return [self.render(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.render(item) for key, item in value.items()}
+        return _finalize(value)
+
+    def _render_string(self, text: str) -> Any:
+        if "{{" not in text and "{%" not in text:
+            return text
+        try:
+            match = SINGLE_EXPRESSION.match(text.strip())
+            if match:
+                return reveal(self.env.compile_expression(match.group("expr"))(**self.variables))
+            return self.env.from_string(text).render(**self.variables)
+        except jinja2.TemplateError as error:
+            raise TemplateError(f"{error} (in {text!r})") from error
+
+    def condition(self, expression: str | list[str] | bool) -> bool:
+        """Evaluate `when:` (a bare expression, or a list that must all hold)."""
+        if isinstance(expression, bool):
+            return expression
+        expressions = expression if isinstance(expression, list) else [expression]
+        for item in expressions:
+            text = str(item).strip()
+            if text.startswith("{{") and text.endswith("}}"):
+                text = text[2:-2]
+            try:
+                if not self.env.compile_expression(text)(**self.variables):
+                    return False
+            except jinja2.TemplateError as error:
+                raise TemplateError(f"{error} (in when: {text!r})") from error
+        return True
+
+    def render_file(self, name: str) -> str:
+        """Render a role template (templates/NAME) to text."""
+        try:
+            return self.env.get_template(name).render(**self.variables)
+        except jinja2.TemplateNotFound as error:
+            raise TemplateError(f"template not found: {name}") from error
+        except jinja2.TemplateError as error:
+            raise TemplateError(f"{name}: {error}") from error

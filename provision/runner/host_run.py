@@ -1,0 +1,195 @@
+"""One play on one host: render, probe (batched), plan, apply or report, notify handlers."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jinja2
+from pydantic import ValidationError
+
+from provision.connection.base import Connection
+from provision.errors import CommandFailed, HostUnreachable, ProvisionError, TaskFailed
+from provision.facts.gather import gather_facts
+from provision.facts.model import HostFacts
+from provision.ops import REGISTRY
+from provision.ops.base import ApplyContext, ApplyResult, Plan
+from provision.playbook.model import Play, Task
+from provision.playbook.templating import Renderer, TemplateError
+from provision.runner.events import Reporter
+from provision.runner.probe import ProbeCache
+from provision.runner.results import HostResult, Status, TaskResult
+from provision.secrets import REDACTOR
+
+
+@dataclass
+class RunOptions:
+    check: bool = False
+    diff: bool = False
+    tags: frozenset[str] = frozenset()
+    skip_tags: frozenset[str] = frozenset()
+
+    def selects(self, task: Task) -> bool:
+        if self.tags and not (task.tags & self.tags or "always" in task.tags):
+            return False
+        return not (self.skip_tags and task.tags & self.skip_tags)
+
+
+@dataclass
+class HostState:
+    """What persists for one host across plays: its connection, facts and registered results."""
+
+    name: str
+    connect: Callable[[], Connection]
+    conn: Connection | None = None
+    facts: HostFacts | None = None
+    registered: dict[str, Any] = field(default_factory=dict)
+    round_trips_before: int = 0
+
+    def connection(self) -> Connection:
+        if self.conn is None:
+            self.conn = self.connect()
+        return self.conn
+
+    def reconnect(self) -> Connection:
+        if self.conn is not None:
+            self.round_trips_before += self.conn.round_trips
+            with contextlib.suppress(Exception):  # the old connection is dead anyway
+                self.conn.close()
+        self.conn = None
+        return self.connection()
+
+    @property
+    def round_trips(self) -> int:
+        return self.round_trips_before + (self.conn.round_trips if self.conn else 0)
+
+
+class PlayOnHost:
+    """Runs one play's tasks and notified handlers on one host."""
+
+    def __init__(self, play: Play, state: HostState, host_vars: dict[str, Any], env: jinja2.Environment,
+                 options: RunOptions, reporter: Reporter, result: HostResult) -> None:
+        self.play = play
+        self.state = state
+        self.host_vars = host_vars
+        self.env = env
+        self.options = options
+        self.reporter = reporter
+        self.result = result
+        self.cache = ProbeCache()
+        self.notified: list[str] = []
+
+    def renderer(self) -> Renderer:
+        facts = self.state.facts.as_vars() if self.state.facts else {}
+        variables = {**self.host_vars, **self.state.registered, "facts": facts,
+                     "inventory_hostname": self.state.name}
+        return Renderer(self.env, variables)
+
+    def run(self) -> bool:
+        """Run all tasks, then the handlers; False when the host failed."""
+        if self.state.facts is None:
+            self.state.facts = gather_facts(self.state.connection())
+        tasks = [t for t in self.play.tasks if self.options.selects(t)]
+        for index, task in enumerate(tasks):
+            if not self.run_task(task, tasks[index + 1:]):
+                return False
+        handlers = [h for h in self.play.handlers if h.name in self.notified]
+        return all(self.run_task(handler, handlers[index + 1:]) for index, handler in enumerate(handlers))
+
+    def run_task(self, task: Task, following: list[Task]) -> bool:
+        self.reporter.task_started(self.state.name, task.name)
+        started = time.monotonic()
+        try:
+            outcome = self.execute(task, following)
+        except HostUnreachable:
+            raise
+        except (ProvisionError, TemplateError) as error:
+            outcome = TaskResult(task.name, task.role, Status.FAILED, error=REDACTOR(self.describe_error(task, error)),
+                                 ignored=task.ignore_errors)
+        outcome.elapsed = time.monotonic() - started
+        self.result.tasks.append(outcome)
+        self.reporter.task_finished(self.state.name, outcome)
+        return outcome.status != Status.FAILED or task.ignore_errors
+
+    def describe_error(self, task: Task, error: Exception) -> str:
+        if isinstance(error, CommandFailed):
+            error.host = self.state.name
+            error.task = task.name
+            return str(error)
+        return f"host {self.state.name}, task {task.name!r} ({task.source}): {error}"
+
+    def execute(self, task: Task, following: list[Task]) -> TaskResult:
+        renderer = self.renderer()
+        if task.when is not None and not renderer.condition(task.when):
+            self.register(task, {"skipped": True, "changed": False})
+            return TaskResult(task.name, task.role, Status.SKIPPED)
+        op = REGISTRY[task.op]
+        args = self.validate(task, renderer)
+        snippet = op.probe(args)
+        if snippet and snippet not in self.cache:
+            self.cache.fill(self.state.connection(), [snippet, *self.probe_ahead(following)])
+        plan = op.plan(args, self.state.facts, self.cache.get(snippet) if snippet else "")
+        applied = self.apply(op, plan) if not self.options.check and (plan.changed or plan.commands) else None
+        changed = applied.changed if applied else plan.changed
+        if task.changed_when is not None:
+            changed = renderer.condition(task.changed_when) if isinstance(task.changed_when, str) else task.changed_when
+        if changed:
+            self.notified.extend(n for n in task.notify if n not in self.notified)
+        self.register(task, self.registered_value(plan, applied, changed))
+        return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK,
+                          summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "")
+
+    def validate(self, task: Task, renderer: Renderer) -> Any:
+        op = REGISTRY[task.op]
+        rendered = renderer.render(task.args)
+        if task.op == "template" and "src" in rendered:
+            rendered["content"] = renderer.render_file(rendered["src"])
+        try:
+            return op.Args.model_validate(rendered)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or task.op}: {e['msg']}" for e in error.errors())
+            raise TaskFailed(f"invalid arguments for {task.op}: {problems}") from error
+
+    def probe_ahead(self, following: list[Task]) -> list[str]:
+        """Probe snippets of the tasks after this one that can be rendered now (best effort)."""
+        snippets = []
+        renderer = self.renderer()
+        for task in following:
+            try:
+                if task.when is not None and not renderer.condition(task.when):
+                    continue
+                args = self.validate(task, renderer)
+            except (TemplateError, TaskFailed, ProvisionError):
+                continue
+            snippets.append(REGISTRY[task.op].probe(args))
+        return snippets
+
+    def apply(self, op: Any, plan: Plan) -> ApplyResult:
+        state = self.state
+        context = ApplyContext(
+            conn=state.connection(), facts=state.facts, host_name=state.name,
+            progress=lambda description, completed=None, total=None: self.reporter.progress(
+                state.name, description, completed, total),
+            reconnect=state.reconnect,
+        )
+        applied = op.apply(context, plan)
+        if applied.changed or plan.commands:
+            self.cache.invalidate()
+        if op.refreshes_facts:
+            state.facts = gather_facts(state.connection())
+        return applied
+
+    def register(self, task: Task, value: dict[str, Any]) -> None:
+        if task.register:
+            self.state.registered[task.register] = value
+
+    @staticmethod
+    def registered_value(plan: Plan, applied: ApplyResult | None, changed: bool) -> dict[str, Any]:
+        value: dict[str, Any] = {"changed": changed, "skipped": False, "failed": False, **plan.result}
+        if applied:
+            value.update(applied.result, rc=applied.rc, stdout=applied.stdout, stderr=applied.stderr,
+                         stdout_lines=applied.stdout.splitlines())
+        return value

@@ -1,0 +1,75 @@
+"""Batch the state probes of many tasks into one remote script, and split its output again.
+
+Each task's probe snippet runs in its own subshell behind a marker line; the output is cut at the
+markers. Outputs are cached by snippet text, so a task whose arguments were rendered the same way
+reuses what the batch read. After any change on the host the cache is dropped: state is stale.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+
+from provision.connection.base import Connection
+from provision.errors import CommandFailed
+
+
+def build_script(snippets: Iterable[str], token: str) -> str:
+    parts = ["set +e +u +o pipefail"]
+    for index, snippet in enumerate(snippets):
+        parts.append(f"echo '@@{token} {index}'")
+        parts.append(f"( {snippet}\n) </dev/null")
+    parts.append(f"echo '@@{token} end'")
+    return "\n".join(parts) + "\n"
+
+
+def split_output(output: str, token: str, count: int) -> list[str]:
+    """The stdout of each snippet, in order."""
+    marker = f"@@{token} "
+    outputs: list[list[str]] = []
+    current: list[str] | None = None
+    ended = False
+    for line in output.splitlines(keepends=True):
+        if line.startswith(marker):
+            label = line[len(marker):].strip()
+            if label == "end":
+                ended = True
+                break
+            current = []
+            outputs.append(current)
+        elif current is not None:
+            current.append(line)
+    if not ended or len(outputs) != count:
+        raise ValueError(f"probe output is incomplete ({len(outputs)} of {count} sections)")
+    return ["".join(lines) for lines in outputs]
+
+
+class ProbeCache:
+    """Probe outputs by snippet, filled one batch (one round trip) at a time."""
+
+    def __init__(self) -> None:
+        self._outputs: dict[str, str] = {}
+
+    def __contains__(self, snippet: str) -> bool:
+        return snippet in self._outputs
+
+    def get(self, snippet: str) -> str:
+        return self._outputs[snippet]
+
+    def invalidate(self) -> None:
+        self._outputs.clear()
+
+    def fill(self, conn: Connection, snippets: list[str]) -> None:
+        """Run all not-yet-known snippets in one script on the host."""
+        wanted = [s for s in dict.fromkeys(snippets) if s and s not in self._outputs]
+        if not wanted:
+            return
+        token = secrets.token_hex(6)
+        script = build_script(wanted, token)
+        result = conn.run(script, sudo=True)
+        try:
+            outputs = split_output(result.stdout, token, len(wanted))
+        except ValueError as error:
+            raise CommandFailed(command="(state probe)", exit_code=result.rc, stdout=result.stdout,
+                                stderr=f"{result.stderr}\n{error}", host=conn.host_name) from error
+        self._outputs.update(zip(wanted, outputs, strict=True))

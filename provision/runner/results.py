@@ -1,0 +1,104 @@
+"""Results of a run: per task, per host, and the JSON document `--json` writes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from provision.secrets import REDACTOR
+
+
+class Status(StrEnum):
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass
+class TaskResult:
+    task: str
+    role: str | None
+    status: Status
+    elapsed: float = 0.0
+    summary: str = ""
+    diff: str = ""
+    error: str | None = None
+    ignored: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.status == Status.CHANGED
+
+
+@dataclass
+class HostResult:
+    host: str
+    tasks: list[TaskResult] = field(default_factory=list)
+    unreachable: bool = False
+    error: str | None = None
+    elapsed: float = 0.0
+    round_trips: int = 0
+
+    def count(self, status: Status) -> int:
+        return sum(1 for task in self.tasks if task.status == status and not task.ignored)
+
+    @property
+    def failed(self) -> bool:
+        return self.unreachable or self.error is not None or self.count(Status.FAILED) > 0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "ok": self.count(Status.OK),
+            "changed": self.count(Status.CHANGED),
+            "failed": self.count(Status.FAILED),
+            "skipped": self.count(Status.SKIPPED),
+            "unreachable": 1 if self.unreachable else 0,
+        }
+
+
+@dataclass
+class RunResult:
+    hosts: dict[str, HostResult]
+    check: bool = False
+    aborted: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.aborted is None and not any(h.failed for h in self.hosts.values())
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "ok": self.ok,
+            "aborted": self.aborted,
+            "hosts": {
+                name: {
+                    **host.counts(),
+                    "elapsed": round(host.elapsed, 3),
+                    "round_trips": host.round_trips,
+                    "error": host.error,
+                    "tasks": [
+                        {
+                            "name": t.task, "role": t.role, "status": str(t.status), "changed": t.changed,
+                            "elapsed": round(t.elapsed, 3), "summary": t.summary, "error": t.error,
+                            **({"diff": t.diff} if t.diff else {}),
+                        }
+                        for t in host.tasks
+                    ],
+                }
+                for name, host in self.hosts.items()
+            },
+        }
+
+    def write_json(self, path: Path) -> None:
+        text = REDACTOR(json.dumps(self.document(), indent=2))
+        path.write_text(text + "\n")
+
+
+def as_dict(result: TaskResult) -> dict[str, Any]:
+    return asdict(result)

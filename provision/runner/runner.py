@@ -1,0 +1,113 @@
+"""Hosts x plays: forks, serial batches, max-fail, check mode; returns the run's results."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from provision.connection.base import Connection
+from provision.connection.local import LocalConnection
+from provision.connection.ssh import SSHConnection
+from provision.errors import HostUnreachable, ProvisionError
+from provision.inventory.model import Host, Inventory
+from provision.playbook.model import Play
+from provision.playbook.templating import make_environment
+from provision.runner.batches import batches, too_many_failed
+from provision.runner.events import Reporter
+from provision.runner.host_run import HostState, PlayOnHost, RunOptions
+from provision.runner.results import HostResult, RunResult
+from provision.secrets import REDACTOR
+
+
+@dataclass
+class RunConfig:
+    forks: int = 10
+    serial: list[int | str] | None = None
+    max_fail_percentage: float | None = None
+    limit: str | None = None
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    trust_new_host_keys: bool = False
+    options: RunOptions = field(default_factory=RunOptions)
+
+
+def connect(host: Host, trust_new_host_keys: bool) -> Connection:
+    """Open the connection a host asks for (local, or SSH with host keys checked)."""
+    if host.connection == "local":
+        return LocalConnection(host.name, become=host.become).open()
+    return SSHConnection(
+        host.name, host.address, port=host.port, user=host.user, key_file=host.key,
+        known_hosts=host.known_hosts, become=host.become, trust_new_host_keys=trust_new_host_keys,
+    ).open()
+
+
+def host_variables(play: Play, host: Host, extra_vars: dict[str, Any]) -> dict[str, Any]:
+    """Role defaults < play vars < inventory (group, then host) vars < -e extra vars."""
+    return {**play.defaults, **play.vars, **host.vars, **extra_vars}
+
+
+class Runner:
+    """Runs plays over an inventory's hosts and collects per-host results."""
+
+    def __init__(self, inventory: Inventory, config: RunConfig, reporter: Reporter) -> None:
+        self.inventory = inventory
+        self.config = config
+        self.reporter = reporter
+        self.results: dict[str, HostResult] = {}
+        self.states: dict[str, HostState] = {}
+        self.started: dict[str, float] = {}
+
+    def run(self, plays: list[Play]) -> RunResult:
+        selected = self.inventory.select(self.config.limit)
+        for host in selected:
+            self.results[host.name] = HostResult(host.name)
+            trust = self.config.trust_new_host_keys
+            self.states[host.name] = HostState(host.name, connect=lambda h=host, t=trust: connect(h, t))
+        aborted = None
+        try:
+            for play in plays:
+                aborted = self.run_play(play, selected)
+                if aborted:
+                    break
+        finally:
+            for state in self.states.values():
+                if state.conn is not None:
+                    state.conn.close()
+        return RunResult(self.results, check=self.config.options.check, aborted=aborted)
+
+    def run_play(self, play: Play, selected: list[Host]) -> str | None:
+        in_play = {h.name for h in self.inventory.select(play.hosts)}
+        hosts = [h for h in selected if h.name in in_play and not self.results[h.name].failed]
+        env = make_environment(play.template_dirs)
+        serial = self.config.serial or play.serial
+        max_fail = self.config.max_fail_percentage
+        if max_fail is None:
+            max_fail = play.max_fail_percentage
+        for batch in batches(hosts, serial):
+            with ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
+                list(pool.map(lambda host: self.run_host(play, host, env), batch))
+            failed = sum(1 for host in batch if self.results[host.name].failed)
+            if too_many_failed(failed, len(batch), max_fail):
+                return (f"play {play.name!r}: {failed} of {len(batch)} hosts in the batch failed "
+                        f"(max fail {max_fail if max_fail is not None else 'all'}%); stopping the rollout")
+        return None
+
+    def run_host(self, play: Play, host: Host, env: Any) -> None:
+        result = self.results[host.name]
+        state = self.states[host.name]
+        started = time.monotonic()
+        self.reporter.host_started(host.name)
+        try:
+            variables = host_variables(play, host, self.config.extra_vars)
+            PlayOnHost(play, state, variables, env, self.config.options, self.reporter, result).run()
+        except HostUnreachable as error:
+            result.unreachable = True
+            result.error = REDACTOR(str(error))
+        except ProvisionError as error:
+            result.error = REDACTOR(f"host {host.name}: {error}")
+        except Exception as error:  # a bug must fail this host, not the whole fleet
+            result.error = REDACTOR(f"host {host.name}: internal error: {type(error).__name__}: {error}")
+        result.elapsed += time.monotonic() - started
+        result.round_trips = state.round_trips
+        self.reporter.host_finished(host.name, result)
