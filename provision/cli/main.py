@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from provision import __version__
+from provision.cli import commands
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
@@ -34,9 +35,9 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="provision", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"provision {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    up = commands.add_parser("up", help="converge hosts: run the playbook (default playbooks/site.yaml)")
+    up = subcommands.add_parser("up", help="converge hosts: run the playbook (default playbooks/site.yaml)")
     add_inventory_arguments(up)
     up.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
     up.add_argument("--check", action="store_true", help="report what would change; change nothing")
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
     up.set_defaults(handler=commands.cmd_up)
 
-    facts = commands.add_parser("facts", help="gather and print each host's facts")
+    facts = subcommands.add_parser("facts", help="gather and print each host's facts")
     add_inventory_arguments(facts)
     facts.add_argument("--json", action="store_true", help="print JSON")
     facts.set_defaults(handler=commands.cmd_facts)
@@ -63,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args, console)
     except InputError as error:
-        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False)
+        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False, soft_wrap=True)
         return EXIT_INPUT
     except ProvisionError as error:
-        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False)
+        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False, soft_wrap=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
         errors.print("[bold red]interrupted[/]")

@@ -6,54 +6,25 @@ missing roles, malformed YAML — each error names the file and line.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from provision.errors import InputError
+from provision.inventory.suggest import did_you_mean
+from provision.inventory.yaml_loader import YamlDocument, load_yaml_file
 from provision.ops import REGISTRY
 from provision.playbook.model import TASK_KEYWORDS, Play, Role, Source, Task
 
 PLAY_KEYS = frozenset({"name", "hosts", "roles", "vars", "serial", "max_fail_percentage"})
 
 
-def load_yaml_nodes(path: Path) -> tuple[Any, yaml.Node | None]:
-    """The document and its node tree (for line numbers); syntax errors name file and line."""
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise InputError(f"cannot read: {error.strerror}", file=path) from error
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        raise InputError(f"YAML syntax error: {error.problem or error}", file=path,
-                         line=mark.line + 1 if mark else None) from error
-    finally:
-        loader.dispose()
-    return data, node
-
-
-def _line(node: yaml.Node | None) -> int | None:
-    return node.start_mark.line + 1 if node is not None else None
-
-
-def _items_with_lines(data: Any, node: yaml.Node | None, path: Path, what: str) -> list[tuple[Any, int | None]]:
-    if data is None:
+def _items_with_lines(doc: YamlDocument, what: str) -> list[tuple[Any, int | None]]:
+    """The list a file holds, each item with its line (an empty file is an empty list)."""
+    if doc.data is None:
         return []
-    if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
-        raise InputError(f"expected a list of {what}", file=path, line=_line(node))
-    return [(item, _line(child)) for item, child in zip(data, node.value, strict=True)]
-
-
-def suggest(word: str, choices: list[str] | set[str] | frozenset[str]) -> str:
-    """' (did you mean 'x'?)' when a close match exists, else ''."""
-    close = difflib.get_close_matches(word, sorted(choices), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    if not isinstance(doc.data, list):
+        raise InputError(f"expected a list of {what}", file=doc.source, line=doc.value_line(()))
+    return [(item, doc.value_line((index,))) for index, item in enumerate(doc.data)]
 
 
 def parse_task(raw: Any, source: Source, role: str | None) -> Task:
@@ -69,7 +40,7 @@ def parse_task(raw: Any, source: Source, role: str | None) -> Task:
         raise InputError(message, file=source.file, line=source.line, key=str(raw.get("name", "")) or None)
     op = str(op_keys[0])
     if op not in REGISTRY:
-        raise InputError(f"unknown operation '{op}'{suggest(op, set(REGISTRY) | TASK_KEYWORDS)}",
+        raise InputError(f"unknown operation '{op}'{did_you_mean(op, set(REGISTRY) | TASK_KEYWORDS)}",
                          file=source.file, line=source.line, key=op)
     args = raw[op] if raw[op] is not None else {}
     if not isinstance(args, dict):
@@ -94,17 +65,17 @@ def parse_task(raw: Any, source: Source, role: str | None) -> Task:
 def load_task_file(path: Path, role: str | None) -> list[Task]:
     if not path.exists():
         return []
-    data, node = load_yaml_nodes(path)
-    return [parse_task(raw, Source(path, line), role) for raw, line in _items_with_lines(data, node, path, "tasks")]
+    doc = load_yaml_file(path)
+    return [parse_task(raw, Source(path, line), role) for raw, line in _items_with_lines(doc, "tasks")]
 
 
 def load_role(name: str, roles_dir: Path, where: Source) -> Role:
     path = roles_dir / name
     if not path.is_dir():
         known = [p.name for p in roles_dir.iterdir() if p.is_dir()] if roles_dir.is_dir() else []
-        raise InputError(f"no role '{name}' in {roles_dir}{suggest(name, known)}", file=where.file,
+        raise InputError(f"no role '{name}' in {roles_dir}{did_you_mean(name, known)}", file=where.file,
                          line=where.line, key="roles")
-    defaults, _ = load_yaml_nodes(path / "defaults.yaml") if (path / "defaults.yaml").exists() else ({}, None)
+    defaults = load_yaml_file(path / "defaults.yaml").data if (path / "defaults.yaml").exists() else {}
     if not isinstance(defaults or {}, dict):
         raise InputError("defaults must be a mapping", file=path / "defaults.yaml")
     return Role(
@@ -119,15 +90,14 @@ def load_role(name: str, roles_dir: Path, where: Source) -> Role:
 def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
     """playbooks/site.yaml -> plays; roles are looked up in `roles_dir` (default: ../roles)."""
     roles_dir = roles_dir or path.resolve().parent.parent / "roles"
-    data, node = load_yaml_nodes(path)
     plays = []
-    for raw, line in _items_with_lines(data, node, path, "plays"):
+    for raw, line in _items_with_lines(load_yaml_file(path), "plays"):
         where = Source(path, line)
         if not isinstance(raw, dict):
             raise InputError("a play must be a mapping", file=path, line=line)
         for key in raw:
             if key not in PLAY_KEYS:
-                raise InputError(f"unknown play keyword{suggest(str(key), PLAY_KEYS)}", file=path, line=line,
+                raise InputError(f"unknown play keyword{did_you_mean(str(key), PLAY_KEYS)}", file=path, line=line,
                                  key=str(key))
         serial = raw.get("serial")
         plays.append(Play(

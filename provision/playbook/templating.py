@@ -90,10 +90,17 @@ class Renderer:
         try:
             match = SINGLE_EXPRESSION.match(text.strip())
             if match:
-                return reveal(self.env.compile_expression(match.group("expr"))(**self.variables))
+                return reveal(self.evaluate(match.group("expr")))
             return self.env.from_string(text).render(**self.variables)
         except jinja2.TemplateError as error:
             raise TemplateError(f"{error} (in {text!r})") from error
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of one Jinja expression; an undefined name is an error, not None."""
+        value = self.env.compile_expression(expression, undefined_to_none=False)(**self.variables)
+        if isinstance(value, jinja2.Undefined):
+            value._fail_with_undefined_error()
+        return value
 
     def condition(self, expression: str | list[str] | bool) -> bool:
         """Evaluate `when:` (a bare expression, or a list that must all hold)."""
@@ -105,7 +112,7 @@ class Renderer:
             if text.startswith("{{") and text.endswith("}}"):
                 text = text[2:-2]
             try:
-                if not self.env.compile_expression(text)(**self.variables):
+                if not self.evaluate(text):
                     return False
             except jinja2.TemplateError as error:
                 raise TemplateError(f"{error} (in when: {text!r})") from error

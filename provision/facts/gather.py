@@ -1,0 +1,34 @@
+"""Gather a host's facts: run the probe as one round trip and parse what it printed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from provision.errors import CommandFailed
+from provision.facts.model import HostFacts
+from provision.facts.parse import parse_probe, probe_script
+from provision.secrets import REDACTOR
+
+if TYPE_CHECKING:
+    from provision.connection.base import Connection
+
+PROBE_DESCRIPTION = "gather facts (provision/facts/probe.sh)"
+
+
+def gather_facts(conn: Connection) -> HostFacts:
+    """Run the facts probe on `conn` (as root) and return what it found.
+
+    The probe itself never fails; an empty or unrecognisable output means the shell, sudo or the
+    connection did, so that is a CommandFailed naming the host with the tail of stderr.
+    """
+    result = conn.run(probe_script(), sudo=True)
+    try:
+        return parse_probe(result.stdout)
+    except ValueError as error:
+        raise CommandFailed(
+            command=f"{PROBE_DESCRIPTION}: {error}",
+            exit_code=result.rc,
+            stdout=REDACTOR(result.stdout),
+            stderr=REDACTOR(result.stderr),
+            host=conn.host_name,
+        ) from error

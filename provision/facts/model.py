@@ -1,0 +1,129 @@
+"""HostFacts: what one probe found out about a host, as typed, immutable values.
+
+Operations plan from these (a pure function of facts and arguments), preflight refuses on them, and
+templates read them through `as_vars()` (`facts.os.codename`, `facts.gpus[0].compute_cap`). Every
+field has an "unknown/absent" default, so `HostFacts.empty()` is a valid host that has nothing:
+the placeholder for check mode before a probe ran, and the base that unit tests `replace()` from.
+Sequences are tuples (lists given to the constructor are turned into tuples) so facts stay frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Literal
+
+SecureBootState = Literal["enabled", "disabled", "unknown"]
+
+
+@dataclass(frozen=True)
+class OsInfo:
+    """From /etc/os-release: `id` "ubuntu"/"debian", `version_id` "24.04"/"12", `codename` "noble"."""
+
+    id: str = ""
+    version_id: str = ""
+    codename: str = ""
+    pretty: str = ""
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """An NVIDIA display controller on the PCI bus (present whether or not a driver is loaded).
+
+    Ids are lower-case hex without "0x": vendor_id "10de", device_id "2c58" (RTX 5090 Laptop).
+    """
+
+    pci_address: str
+    vendor_id: str
+    device_id: str
+
+
+@dataclass(frozen=True)
+class NvidiaSmiGpu:
+    """One row of `nvidia-smi --query-gpu`: only present when the driver answers.
+
+    `pci_device_id` is the device part of nvidia-smi's "0x233510DE" in the same form as
+    GpuDevice.device_id ("2335"); `compute_cap` stays a string ("12.0") as nvidia-smi prints it.
+    """
+
+    index: int
+    name: str
+    pci_device_id: str
+    driver_version: str
+    compute_cap: str
+    memory_total_mib: int
+
+
+@dataclass(frozen=True)
+class DiskFree:
+    """One filesystem from `df -Pk`: `path` is its mount point."""
+
+    path: str
+    free_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything the probe learns about a host; see provision/facts/probe.sh for the sources."""
+
+    os: OsInfo = OsInfo()
+    kernel: str = ""
+    arch: str = ""
+    boot_id: str = ""
+    reboot_marker_present: bool = False
+    cpus: int = 0
+    memory_total_bytes: int = 0
+    memory_available_bytes: int = 0
+    disks: tuple[DiskFree, ...] = ()
+    systemd: bool = False
+    system_state: str = "unknown"
+    docker_client: bool = False
+    docker_version: str | None = None
+    pci_gpus: tuple[GpuDevice, ...] = ()
+    nvidia_smi_ok: bool = False
+    # why nvidia-smi gave no GPUs: its own words ("... couldn't communicate with the NVIDIA driver ...")
+    nvidia_smi_error: str = ""
+    # its exit code; None when nvidia-smi is not installed (9: driver not loaded, 18: version mismatch)
+    nvidia_smi_rc: int | None = None
+    gpus: tuple[NvidiaSmiGpu, ...] = ()
+    # the running driver: nvidia-smi's, else the loaded module's, else /proc/driver/nvidia/version's
+    driver_version: str | None = None
+    # /sys/module/nvidia/version: the module in the kernel now (compare with the installed one)
+    loaded_module_version: str | None = None
+    open_kernel_module: bool | None = None
+    nouveau_loaded: bool = False
+    secure_boot: SecureBootState = "unknown"
+    prime_profile: str | None = None
+    cloud_init: bool = False
+    dpkg_locked: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("disks", "pci_gpus", "gpus"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @classmethod
+    def empty(cls) -> HostFacts:
+        """A host about which nothing is known (check-mode placeholder, unit-test base)."""
+        return cls()
+
+    def free_bytes(self, path: str) -> int | None:
+        """Free bytes on the filesystem holding `path` (longest mount-point prefix); None if unknown."""
+        best: DiskFree | None = None
+        for disk in self.disks:
+            mount = disk.path.rstrip("/") or "/"
+            inside = mount == "/" or path == mount or path.startswith(mount + "/")
+            if inside and (best is None or len(mount) > len(best.path.rstrip("/") or "/")):
+                best = disk
+        return None if best is None else best.free_bytes
+
+    def as_vars(self) -> dict[str, Any]:
+        """Plain nested dicts and lists of every field, for Jinja templates and `--facts` output."""
+        return _plain(self)
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value

@@ -1,0 +1,132 @@
+# provision facts probe: what the machine is, in one round trip.
+#
+# Output: sections, each a line `@@section NAME` followed by that section's raw output (always
+# ending in a newline, so the next header starts a line). provision/facts/parse.py reads them.
+# Runs as root through `bash -s` after `set -euo pipefail`; the body is a subshell with its own
+# options and stdin from /dev/null, so it never fails, never eats the rest of a script that the
+# runner appends (its `@@task N` sections), and leaves the caller's shell options alone.
+# Fast on purpose: no apt, no package queries; only commands that answer in milliseconds
+# (docker and nvidia-smi are bounded by timeouts in case a daemon or driver hangs).
+(
+set +e +u
+set +o pipefail 2>/dev/null
+export LC_ALL=C
+PATH=${PATH:-/usr/bin:/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+have() { command -v "$1" >/dev/null 2>&1; }
+bounded() { _secs=$1; shift; if have timeout; then timeout "$_secs" "$@"; else "$@"; fi; }
+section() { printf '@@section %s\n' "$1"; }
+# print a command's stdout, ending in exactly one newline (nothing when it printed nothing)
+emit() { _out=$("$@" 2>/dev/null); [ -n "$_out" ] && printf '%s\n' "$_out"; return 0; }
+yes_no() { if "$@"; then echo yes; else echo no; fi; }
+
+section os-release
+if [ -r /etc/os-release ]; then emit cat /etc/os-release; else emit cat /usr/lib/os-release; fi
+
+section kernel
+emit uname -r
+emit uname -m
+
+section boot-id
+emit cat /proc/sys/kernel/random/boot_id
+
+section reboot-marker
+yes_no test -e /run/provision/boot-marker
+
+section cpus
+if have nproc; then emit nproc; else emit getconf _NPROCESSORS_ONLN; fi
+
+section meminfo
+emit grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
+
+section disk-free
+set --
+for _path in / /var/lib/docker /var/cache; do [ -e "$_path" ] && set -- "$@" "$_path"; done
+emit bounded 10 df -Pk "$@"
+
+section systemd
+echo "booted=$(yes_no test -d /run/systemd/system)"
+if have systemctl; then echo "state=$(bounded 5 systemctl is-system-running 2>/dev/null)"; fi
+
+section docker
+if have docker; then
+  echo "client=yes"
+  _server=$(bounded 10 docker version --format '{{.Server.Version}}' 2>/dev/null)
+  echo "server_rc=$?"
+  echo "server=$_server"
+else
+  echo "client=no"
+fi
+
+# NVIDIA (vendor 0x10de) display controllers (class 0x03xxxx): "address vendor device class"
+section pci-nvidia
+for _dev in /sys/bus/pci/devices/*; do
+  [ -r "$_dev/vendor" ] || continue
+  { read -r _vendor < "$_dev/vendor"; } 2>/dev/null || continue
+  [ "$_vendor" = 0x10de ] || continue
+  { read -r _class < "$_dev/class"; read -r _device < "$_dev/device"; } 2>/dev/null
+  case $_class in 0x03*) echo "${_dev##*/} $_vendor $_device $_class" ;; esac
+done
+
+section nvidia-smi
+if have nvidia-smi; then
+  _smi=$(bounded 30 nvidia-smi \
+    --query-gpu=index,name,pci.device_id,driver_version,compute_cap,memory.total \
+    --format=csv,noheader,nounits 2>&1)
+  _smi_rc=$?
+  [ -n "$_smi" ] && printf '%s\n' "$_smi"
+else
+  _smi_rc=absent
+fi
+section nvidia-smi-rc
+echo "$_smi_rc"
+
+section nvidia-proc-version
+emit cat /proc/driver/nvidia/version
+
+section nvidia-module-version
+emit cat /sys/module/nvidia/version
+
+section nouveau
+if [ -d /sys/module/nouveau ] || grep -q '^nouveau ' /proc/modules 2>/dev/null; then
+  echo "loaded=yes"
+else
+  echo "loaded=no"
+fi
+
+# mokutil's words when it exists; the EFI variable's bytes as well (its last byte 1 = enabled)
+section secure-boot
+if have mokutil; then
+  bounded 5 mokutil --sb-state 2>&1 | sed 's/^/mokutil=/'
+fi
+if [ -d /sys/firmware/efi ]; then
+  echo "efi=yes"
+  echo "efivars=$(yes_no test -n "$(ls -A /sys/firmware/efi/efivars 2>/dev/null)")"
+  _var=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d0-aa0d-00e098032b8c
+  [ -r "$_var" ] && echo "efivar=$(od -An -tu1 "$_var" 2>/dev/null | tr -s ' \n' '  ')"
+else
+  echo "efi=no"
+fi
+
+section prime-select
+have prime-select && emit bounded 5 prime-select query
+
+section cloud-init
+echo "present=$(yes_no have cloud-init)"
+
+# apt and dpkg lock with fcntl (POSIX) locks, which `flock -n` cannot see; /proc/locks lists
+# them as MAJOR:MINOR:INODE (hex, hex, decimal). One line per lock file: "PATH held PID" / free / absent.
+section dpkg-lock
+for _lock in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock; do
+  if [ ! -e "$_lock" ]; then echo "$_lock absent"; continue; fi
+  _st=$(stat -c '%d %i' "$_lock" 2>/dev/null)
+  [ -n "$_st" ] || { echo "$_lock unknown"; continue; }
+  _devno=${_st% *}
+  _key=$(printf '%02x:%02x:%s' $(( ((_devno >> 8) & 0xfff) | ((_devno >> 32) & 0xfffff000) )) \
+    $(( (_devno & 0xff) | ((_devno >> 12) & 0xffffff00) )) "${_st#* }")
+  _pid=$(awk -v key="$_key" '{ for (i = 2; i <= NF; i++) if ($i == key) { print $(i - 1); exit } }' \
+    /proc/locks 2>/dev/null)
+  if [ -n "$_pid" ]; then echo "$_lock held $_pid"; else echo "$_lock free"; fi
+done
+true
+) </dev/null

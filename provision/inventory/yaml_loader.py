@@ -1,0 +1,184 @@
+"""YAML that knows where every value came from: file:line for errors, no duplicate keys, secrets.
+
+PyYAML's SafeLoader silently keeps the last of two equal keys and forgets line numbers once a
+document is built. Every input error this tool reports must name the file, the line and the key,
+so `LineTrackingLoader` indexes the node tree before building plain dicts and lists: the line of
+each mapping key and value is kept in a side table keyed by the path to it, e.g.
+`("all", "hosts", "lab1", "ansible_port")` (list items are int indices). The data itself stays
+plain Python (dict, list, str, int, ...), so the rest of the code needs nothing special.
+
+Tags: `!secret VALUE` gives a `Secret`; `!env NAME` gives the environment variable NAME as a Secret
+(unset or empty is an error naming file:line, so a missing token fails before any host is touched).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from provision.errors import InputError
+from provision.secrets import Secret
+
+YamlPath = tuple[Hashable, ...]
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """A loaded YAML file: plain `data`, plus the 1-based line of each mapping key and value."""
+
+    data: Any
+    source: Path | str
+    key_lines: dict[YamlPath, int] = field(default_factory=dict)
+    value_lines: dict[YamlPath, int] = field(default_factory=dict)
+
+    def line(self, path: YamlPath) -> int | None:
+        """Line of the key at `path`; else the nearest enclosing key's line (None for an empty path)."""
+        for end in range(len(path), 0, -1):
+            line = self.key_lines.get(path[:end]) or self.value_lines.get(path[:end])
+            if line is not None:
+                return line
+        return self.value_lines.get(())
+
+    def value_line(self, path: YamlPath) -> int | None:
+        """Line where the value at `path` starts (differs from `line` for a block under its key)."""
+        return self.value_lines.get(path) or self.line(path)
+
+
+class LineTrackingLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys, records lines by path and knows `!secret` / `!env`."""
+
+    def __init__(self, stream: str | bytes, source: Path | str | None = None) -> None:
+        super().__init__(stream)
+        self.source: Path | str = source if source is not None else getattr(stream, "name", "<string>")
+        self.key_lines: dict[YamlPath, int] = {}
+        self.value_lines: dict[YamlPath, int] = {}
+        self._node_paths: dict[int, YamlPath] = {}
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        self._index(node, (), on_path=set())
+        return self.construct_document(node)
+
+    def _index(self, node: Node, path: YamlPath, on_path: set[int]) -> None:
+        """Record lines under `node`, refusing duplicate keys; aliases are followed, cycles are not."""
+        if id(node) in on_path:
+            return
+        self._node_paths.setdefault(id(node), path)
+        self.value_lines.setdefault(path, node.start_mark.line + 1)
+        on_path = on_path | {id(node)}
+        if isinstance(node, SequenceNode):
+            for index, item in enumerate(node.value):
+                self._index(item, (*path, index), on_path)
+        elif isinstance(node, MappingNode):
+            self._refuse_duplicates(node)
+            self.flatten_mapping(node)  # resolves `<<:` merge keys; explicit keys come last and win
+            for key_node, value_node in node.value:
+                key = self._key(key_node)
+                self.key_lines[(*path, key)] = key_node.start_mark.line + 1
+                self.value_lines.pop((*path, key), None)
+                self._index(value_node, (*path, key), on_path)
+
+    def _refuse_duplicates(self, node: MappingNode) -> None:
+        seen: set[Hashable] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                continue
+            key = self._key(key_node)
+            if key in seen:
+                raise InputError(
+                    "duplicate key (it is already set above in the same mapping; remove one)",
+                    self.source, key_node.start_mark.line + 1, str(key),
+                )
+            seen.add(key)
+
+    def _key(self, key_node: Node) -> Hashable:
+        line = key_node.start_mark.line + 1
+        if not isinstance(key_node, ScalarNode):
+            raise InputError("a mapping key must be a plain value, not a list or mapping", self.source, line)
+        key = self.construct_object(key_node, deep=True)
+        if isinstance(key, Secret):
+            raise InputError("a mapping key cannot be !secret or !env", self.source, line)
+        return key
+
+    def path_of(self, node: Node) -> YamlPath | None:
+        return self._node_paths.get(id(node))
+
+
+def _construct_secret(loader: LineTrackingLoader, node: Node) -> Secret:
+    if not isinstance(node, ScalarNode):
+        raise InputError("!secret takes a single value (a string)", loader.source, node.start_mark.line + 1,
+                         _key_name(loader, node))
+    return Secret(loader.construct_scalar(node))
+
+
+def _construct_env(loader: LineTrackingLoader, node: Node) -> Secret:
+    line = node.start_mark.line + 1
+    key = _key_name(loader, node)
+    name = loader.construct_scalar(node) if isinstance(node, ScalarNode) else ""
+    if not name or not isinstance(name, str):
+        raise InputError("!env takes the name of an environment variable, e.g. !env HF_TOKEN",
+                         loader.source, line, key)
+    value = os.environ.get(name)
+    if value is None:
+        raise InputError(f"environment variable {name} is not set (export it, or remove this line)",
+                         loader.source, line, key)
+    if not value:
+        raise InputError(f"environment variable {name} is empty", loader.source, line, key)
+    return Secret(value)
+
+
+def _key_name(loader: LineTrackingLoader, node: Node) -> str | None:
+    path = loader.path_of(node)
+    return str(path[-1]) if path else None
+
+
+LineTrackingLoader.add_constructor("!secret", _construct_secret)
+LineTrackingLoader.add_constructor("!env", _construct_env)
+
+
+def load_yaml_text(text: str, source: Path | str) -> YamlDocument:
+    """Parse one YAML document; any problem becomes an InputError naming `source` and the line."""
+    loader = LineTrackingLoader(text, source)
+    try:
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as error:
+        raise _input_error(error, source) from None
+    except yaml.YAMLError as error:
+        raise InputError(f"YAML error: {error}", source) from None
+    finally:
+        loader.dispose()
+    return YamlDocument(data, source, loader.key_lines, loader.value_lines)
+
+
+def _input_error(error: yaml.MarkedYAMLError, source: Path | str) -> InputError:
+    """PyYAML's error as ours: the line where the problem was found, and where its context began."""
+    mark = error.problem_mark or error.context_mark
+    line = mark.line + 1 if mark else None
+    problem = error.problem or "invalid YAML"
+    if problem.startswith("could not determine a constructor for the tag"):
+        return InputError(f"unknown tag {problem.rsplit(' ', 1)[-1]} (known tags: !secret, !env)", source, line)
+    context = ""
+    if error.context and error.context_mark:
+        start = error.context_mark.line + 1
+        context = f" ({error.context}" + (f" started at line {start})" if start != line else ")")
+    return InputError(f"YAML syntax error: {problem}{context}", source, line)
+
+
+def load_yaml_file(path: Path) -> YamlDocument:
+    """Read and parse `path` (UTF-8); an unreadable file is an InputError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", path) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"cannot read: {error}", path) from None
+    return load_yaml_text(text, path)

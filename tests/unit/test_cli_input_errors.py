@@ -1,0 +1,93 @@
+"""Bad input exits 2 naming file, line and key, and no host is contacted (a listener records it)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[str]]]:
+    """A TCP port standing in for a host's sshd: it records every connection made to it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    connections: list[str] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except TimeoutError:
+                continue
+            connections.append(str(peer))
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], connections
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def provision(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "provision", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=60, check=False)
+
+
+CASES = {
+    "unknown key": ("""
+        all:
+          hosts:
+            lab1: {ansible_host: 127.0.0.1, ansible_port: PORT}
+          childern: {}
+        """, ":4", "childern", "did you mean 'children'"),
+    "wrong type": ("""
+        all:
+          hosts:
+            lab1:
+              ansible_host: 127.0.0.1
+              ansible_port: twenty-two
+        """, ":5", "ansible_port", None),
+    "yaml syntax": ("""
+        all:
+          hosts:
+            lab1: {ansible_host: 127.0.0.1, ansible_port: PORT
+        """, ":", "YAML", None),
+    "missing address": ("""
+        port: PORT
+        user: root
+        """, ":", "address", None),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_inventory_exits_2_and_contacts_nobody(case, tmp_path, listener):
+    port, connections = listener
+    text, where, key, hint = CASES[case]
+    inventory = tmp_path / "host.yaml"
+    inventory.write_text(textwrap.dedent(text).lstrip("\n").replace("PORT", str(port)))
+    done = provision("up", str(inventory))
+    assert done.returncode == 2, done.stderr
+    assert str(inventory) + where in done.stderr
+    assert key in done.stderr
+    if hint:
+        assert hint in done.stderr
+    assert connections == []
+
+
+def test_unknown_flag_is_a_usage_error():
+    done = provision("up", "--chekc", "x.yaml")
+    assert done.returncode == 2 and "unrecognized arguments: --chekc" in done.stderr

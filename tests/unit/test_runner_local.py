@@ -1,0 +1,132 @@
+"""The runner end to end on this machine through the local connection, on files in a temp folder.
+
+No SSH here (the lab tests cover that): this pins the engine's semantics — check mode changes
+nothing and predicts the real run, reruns change nothing, handlers run once, tags select roles,
+failures name host, task and command.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from provision.inventory.loader import load_inventory
+from provision.playbook.loader import load_playbook
+from provision.runner.events import SilentReporter
+from provision.runner.host_run import RunOptions
+from provision.runner.results import Status
+from provision.runner.runner import RunConfig, Runner
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    target = tmp_path / "target"
+    write(tmp_path / "inventory.yaml", f"""
+        name: here
+        connection: local
+        vars:
+          target: {target}
+    """)
+    write(tmp_path / "playbooks/site.yaml", """
+        - name: demo
+          hosts: all
+          roles: [files, extra]
+    """)
+    write(tmp_path / "roles/files/defaults.yaml", """
+        greeting: hello
+    """)
+    write(tmp_path / "roles/files/tasks.yaml", """
+        - name: folder
+          directory: {path: "{{ target }}", mode: "0755"}
+        - name: config file
+          template: {src: app.conf.j2, dest: "{{ target }}/app.conf", mode: "0644"}
+          notify: reload app
+        - name: second file also notifies
+          file: {dest: "{{ target }}/other", content: "x\\n"}
+          notify: reload app
+    """)
+    write(tmp_path / "roles/files/templates/app.conf.j2", """
+        greeting={{ greeting }}
+        host={{ inventory_hostname }}
+    """)
+    write(tmp_path / "roles/files/handlers.yaml", """
+        - name: reload app
+          command: {cmd: "echo reloaded >> {{ target }}/reloads"}
+    """)
+    write(tmp_path / "roles/extra/tasks.yaml", """
+        - name: marker
+          command: {cmd: "touch {{ target }}/marker", creates: "{{ target }}/marker"}
+    """)
+    return tmp_path
+
+
+def run(project: Path, **options) -> dict:
+    extra_vars = options.pop("extra_vars", {})
+    inventory = load_inventory(project / "inventory.yaml")
+    plays = load_playbook(project / "playbooks/site.yaml")
+    config = RunConfig(options=RunOptions(**options), extra_vars=extra_vars)
+    result = Runner(inventory, config, SilentReporter()).run(plays)
+    return result.document()["hosts"]["here"] | {"_result": result}
+
+
+def changed_tasks(host: dict) -> list[str]:
+    return [t["name"] for t in host["tasks"] if t["changed"]]
+
+
+def test_check_predicts_the_run_and_changes_nothing(project: Path):
+    target = project / "target"
+    predicted = run(project, check=True)
+    assert not target.exists()
+    applied = run(project)
+    assert changed_tasks(predicted) == changed_tasks(applied)
+    assert changed_tasks(applied) == ["folder", "config file", "second file also notifies", "marker", "reload app"]
+    assert (target / "app.conf").read_text() == "greeting=hello\nhost=here\n"
+    assert (target / "app.conf").stat().st_mode & 0o777 == 0o644
+    # notified twice, run once
+    assert (target / "reloads").read_text() == "reloaded\n"
+
+
+def test_rerun_changes_nothing_in_two_round_trips(project: Path):
+    run(project)
+    again = run(project)
+    assert again["changed"] == 0 and again["failed"] == 0
+    assert again["ok"] == 4
+    # one for the facts, one for every task's state
+    assert again["round_trips"] == 2
+
+
+def test_changed_variable_changes_only_its_file_and_notifies(project: Path):
+    run(project)
+    host = run(project, extra_vars={"greeting": "bonjour"}, diff=True)
+    assert changed_tasks(host) == ["config file", "reload app"]
+    diff = next(t["diff"] for t in host["tasks"] if t["name"] == "config file")
+    assert "-greeting=hello" in diff and "+greeting=bonjour" in diff
+
+
+def test_tags_select_one_role(project: Path):
+    host = run(project, tags=frozenset({"extra"}))
+    assert [t["name"] for t in host["tasks"]] == ["marker"]
+    assert not (project / "target/app.conf").exists()
+
+
+def test_failure_names_task_and_command_and_stops_the_host(project: Path):
+    write(project / "roles/extra/tasks.yaml", """
+        - name: broken step
+          command: {cmd: "echo some output; echo the reason >&2; exit 7"}
+        - name: never reached
+          command: {cmd: "true"}
+    """)
+    host = run(project)
+    assert not host["_result"].ok
+    failed = [t for t in host["tasks"] if t["status"] == Status.FAILED]
+    assert [t["name"] for t in failed] == ["broken step"]
+    assert "exit code 7" in failed[0]["error"] and "the reason" in failed[0]["error"]
+    assert "never reached" not in [t["name"] for t in host["tasks"]]
