@@ -34,13 +34,14 @@ def wrap_script(script: str, data: bytes | None, env: dict[str, str] | None = No
         encoded = base64.b64encode(data).decode()
         # the payload is decoded into a temp file that fd 3 reads; it never appears in argv
         lines.append('__payload=$(mktemp)')
-        lines.append("trap 'rm -f \"$__payload\"' EXIT")
         lines.append("base64 -d > \"$__payload\" <<'__PROVISION_PAYLOAD__'")
         lines.extend(encoded[i : i + 76] for i in range(0, len(encoded), 76))
         lines.append("__PROVISION_PAYLOAD__")
-        lines.append('exec 3<"$__payload"')
+        lines.append('exec 3<"$__payload"; rm -f "$__payload"')
     lines.append(script)
-    return "\n".join(lines) + "\n"
+    # bash -s reads its script from stdin as it goes: a command that reads stdin would eat the rest
+    # of the script. A brace group is parsed whole before it runs, and runs with stdin closed.
+    return "{\n" + "\n".join(lines) + "\n} </dev/null\n"
 
 
 def _quote(value: str) -> str:

@@ -49,13 +49,24 @@ class Command:
 
 @dataclass
 class Plan:
-    """What an operation would do on this host, exactly; `changed` is False when nothing would."""
+    """What an operation would do on this host, exactly; `changed` is False when nothing would.
+
+    `needs_apply` marks work that must run although it changes nothing (waiting for a port, an apt
+    cache refresh on its own): the runner applies a plan when `wants_apply`, and counts it as a
+    change only when `changed`.
+    """
 
     changed: bool
     commands: list[Command] = field(default_factory=list)
     summary: str = ""
     diff: str = ""
     result: dict[str, Any] = field(default_factory=dict)
+    needs_apply: bool = False
+
+    @property
+    def wants_apply(self) -> bool:
+        """Whether the runner (outside check mode) must call apply."""
+        return self.changed or self.needs_apply
 
     @classmethod
     def ok(cls, summary: str = "", **result: Any) -> Plan:

@@ -45,19 +45,19 @@ def test_duplicate_key_in_a_task_is_refused(tmp_path: Path):
           name: again
           directory: {path: /x}
     """)
-    with pytest.raises(InputError, match="tasks.yaml:2.*name"):
+    with pytest.raises(InputError, match=r"tasks.yaml:2.*name"):
         load_playbook(site)
 
 
 def test_missing_role_suggests(tmp_path: Path):
     site = make(tmp_path, "- name: x\n  directory: {path: /x}\n", play="- hosts: all\n  roles: [dmeo]\n")
-    with pytest.raises(InputError, match="no role 'dmeo'.*did you mean 'demo'"):
+    with pytest.raises(InputError, match=r"no role .dmeo.*did you mean .demo."):
         load_playbook(site)
 
 
 def test_unknown_play_keyword(tmp_path: Path):
     site = make(tmp_path, "", play="- hosts: all\n  rolse: [demo]\n")
-    with pytest.raises(InputError, match="site.yaml:1.*rolse.*did you mean 'roles'"):
+    with pytest.raises(InputError, match=r"site.yaml:1.*rolse.*did you mean 'roles'"):
         load_playbook(site)
 
 

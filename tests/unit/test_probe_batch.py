@@ -24,3 +24,12 @@ def test_snippet_cannot_read_the_rest_of_the_script_from_stdin():
 def test_truncated_output_is_an_error():
     with pytest.raises(ValueError, match="incomplete"):
         split_output("@@tok 0\nx\n", "tok", 1)
+
+
+def test_wrapped_script_runs_with_stdin_closed_and_payload_on_fd3():
+    from provision.connection.base import wrap_script
+
+    script = wrap_script('cat; echo "rest ran"; cat <&3', b"secret payload\n")
+    assert "secret payload" not in script
+    done = subprocess.run(["bash", "-s"], input=script, capture_output=True, text=True, check=True)
+    assert done.stdout == "rest ran\nsecret payload\n"

@@ -1,0 +1,333 @@
+"""`apt`: Debian packages present (optionally at pinned versions), latest, or absent; held or not.
+
+Converged means: every package installed (at its pinned version, `*` globs allowed) or absent, and,
+with `hold: true`, held. An apt cache refresh (`update_cache`) happens only as part of an install,
+and only when the lists are older than `cache_valid_time` (or a package to install has no candidate);
+on its own (no packages) it is not a change. An interrupted dpkg (`dpkg --audit`, pending updates, or
+a half-installed package) is repaired first with `dpkg --configure -a`, waiting for the dpkg lock.
+`start_services: false` installs under a temporary /usr/sbin/policy-rc.d that forbids starting
+daemons (removed by a trap; a copy left by a killed run is found by the probe and removed). A
+policy-rc.d that someone else put there is left alone. Held packages are changed with
+`--allow-change-held-packages` and held again afterwards. `latest` with a stale cache cannot know in
+advance whether a newer version exists: the plan refreshes and installs, and apply reports a change
+only when a version actually moved.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.scripting import parse_fields, parse_records, probe_block
+
+PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?$")
+PACKAGE_VERSION = re.compile(r"^[A-Za-z0-9.+~:*-]+$")
+HALF_STATES = set("HUFWt")
+POLICY_RC = "/usr/sbin/policy-rc.d"
+POLICY_RC_MARK = "provision-temporary"
+UPDATE_STAMP = "/var/lib/apt/periodic/update-success-stamp"
+APT_GET = ("apt-get -y -q -o DPkg::Lock::Timeout=600 "
+           "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold")
+CHANGED_MARK = "provision_changed=1"
+
+
+def _package_list(value: object) -> object:
+    """`curl`, `[curl, jq=1.6-2]` or `{curl: null, jq: 1.6-2}` -> ["curl", "jq=1.6-2"]."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [f"{name}={version}" if version not in (None, "") else str(name) for name, version in value.items()]
+    return value
+
+
+class AptArgs(OpArgs):
+    name: Annotated[list[str], BeforeValidator(_package_list)] = []
+    state: Literal["present", "absent", "latest"] = "present"
+    hold: bool | None = None
+    update_cache: bool = False
+    cache_valid_time: int = Field(default=3600, ge=0)
+    install_recommends: bool = True
+    start_services: bool = True
+    purge: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _valid_specs(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            package, _, version = spec.partition("=")
+            if not PACKAGE_NAME.match(package):
+                raise ValueError(f"{package!r} is not a valid Debian package name")
+            if "=" in spec and not PACKAGE_VERSION.match(version):
+                raise ValueError(f"{version!r} is not a valid package version (in {spec!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AptArgs:
+        pinned = [spec for spec in self.name if "=" in spec]
+        if pinned and self.state != "present":
+            raise ValueError(f"pinned versions ({', '.join(pinned)}) only make sense with state: present")
+        if self.hold and self.state == "absent":
+            raise ValueError("hold: true contradicts state: absent")
+        return self
+
+    @property
+    def specs(self) -> list[tuple[str, str | None]]:
+        """(package, version or None) pairs."""
+        return [(spec.partition("=")[0], spec.partition("=")[2] or None) for spec in self.name]
+
+
+@dataclass(frozen=True)
+class PackageState:
+    version: str
+    status: str  # dpkg's db:Status-Abbrev: want, status, error flags ("ii ", "hi ", "iU ", "rc ")
+
+    @property
+    def installed(self) -> bool:
+        return self.status[1:2] == "i"
+
+    @property
+    def half(self) -> bool:
+        return self.status[1:2] in HALF_STATES or self.status[2:3] == "R"
+
+    @property
+    def present(self) -> bool:
+        """Anything dpkg would have to remove (installed, half-installed, or config files for purge)."""
+        return self.status[1:2] not in ("n", "")
+
+
+@dataclass
+class AptState:
+    packages: dict[str, PackageState]
+    held: set[str]
+    candidates: dict[str, str]
+    dpkg_interrupted: bool
+    policy_rc: str  # "", "leftover" (ours, from a killed run) or "foreign"
+    cache_age: float | None  # seconds; None: no lists at all
+
+
+def _bare(package: str) -> str:
+    return package.split(":", 1)[0]
+
+
+def parse_state(state: str) -> AptState:
+    if "now=" not in state:
+        raise TaskFailed(f"the apt probe printed nothing usable: {state.strip()[:200]!r}")
+    packages = {}
+    for record in parse_records(state, "pkg"):
+        parts = record.split("\t")
+        if len(parts) >= 3:
+            packages[parts[0]] = PackageState(version=parts[1], status=parts[2].ljust(3))
+    candidates = {}
+    for record in parse_records(state, "candidate"):
+        package, _, version = record.partition("\t")
+        if version and version != "(none)":
+            candidates[_bare(package)] = version
+    fields = parse_fields(state)
+    held = {name for name, pkg in packages.items() if pkg.status[:1] == "h"}
+    now = float(fields.get("now") or 0)
+    newest = max(float(fields.get("lists_mtime") or 0), float(fields.get("stamp_mtime") or 0))
+    return AptState(
+        packages=packages,
+        held={_bare(name) for name in held},
+        candidates=candidates,
+        dpkg_interrupted=bool(fields.get("dpkg_audit") or fields.get("dpkg_updates")),
+        policy_rc=fields.get("policy_rc", ""),
+        cache_age=(now - newest) if newest and now else None,
+    )
+
+
+def version_matches(installed: str, wanted: str) -> bool:
+    return fnmatch.fnmatchcase(installed, wanted) if "*" in wanted else installed == wanted
+
+
+# holds are dpkg selections: Status-Abbrev's first letter is "h" (so no slow `apt-mark showhold`)
+PROBE_PACKAGES = r"""state=$(dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\n' -- NAMES)
+printf '%s\n' "$state" | sed '/./!d; s/^/pkg=/'"""
+# apt-cache is slow (it builds its cache): ask it only about the packages that are not installed
+PROBE_NOT_INSTALLED = r"""installed=$(printf '%s\n' "$state" | awk -F'\t' 'substr($3, 2, 1) == "i" { print $1 }')
+need=''
+for p in NAMES; do
+  printf '%s\n' "$installed" | grep -qxF -- "${p%%:*}" || need="$need $p"
+done"""
+PROBE_CANDIDATES = r"""[ -n "$need" ] && apt-cache policy -- $need \
+  | awk '/^[^ ]/ { name = $1; sub(/:$/, "", name) } /^  Candidate:/ { print "candidate=" name "\t" $2 }'"""
+PROBE_SYSTEM = rf"""[ -n "$(dpkg --audit)" ] && echo dpkg_audit=1
+[ -n "$(ls -A /var/lib/dpkg/updates)" ] && echo dpkg_updates=1
+if [ -e {POLICY_RC} ]; then
+  grep -q {POLICY_RC_MARK} {POLICY_RC} && echo policy_rc=leftover || echo policy_rc=foreign
+fi
+echo "now=$(date +%s)"
+echo "lists_mtime=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock -printf '%T@\n' | sort -n | tail -n 1)"
+echo "stamp_mtime=$(stat -c %Y {UPDATE_STAMP})"
+"""
+
+DPKG_CONFIGURE = """dpkg_configure() {
+  local deadline=$((SECONDS + 600)) out rc
+  while :; do
+    rc=0; out=$(dpkg --force-confdef --force-confold --configure -a 2>&1) || rc=$?
+    printf '%s\\n' "$out" >&2
+    [ "$rc" -eq 0 ] && return 0
+    case "$out" in *lock*) [ "$SECONDS" -lt "$deadline" ] && { sleep 5; continue; } ;; esac
+    return "$rc"
+  done
+}
+dpkg_configure"""
+
+
+def install_script(install_args: str, start_services: bool) -> str:
+    """apt-get install, under a temporary policy-rc.d (removed by a trap) when services must not start."""
+    install = f"{APT_GET} install {install_args}"
+    if start_services:
+        return install
+    policy = f"#!/bin/sh\\n# {POLICY_RC_MARK}: keeps package scripts from starting services\\nexit 101\\n"
+    return f"""(
+if [ ! -e {POLICY_RC} ] || grep -q {POLICY_RC_MARK} {POLICY_RC}; then
+  trap 'rm -f -- {POLICY_RC} {POLICY_RC}.provision' EXIT
+  printf '{policy}' > {POLICY_RC}.provision
+  chmod 0755 {POLICY_RC}.provision
+  mv -f -- {POLICY_RC}.provision {POLICY_RC}
+fi
+{install}
+)"""
+
+
+@dataclass
+class AptPlan(Plan):
+    """A package plan; `detect_upgrade`: apply decides `changed` from whether versions moved."""
+
+    detect_upgrade: bool = False
+
+
+@register
+class AptOperation(Operation):
+    name = "apt"
+    Args = AptArgs
+    refreshes_facts = True  # drivers, docker and the like are facts
+
+    def probe(self, args: AptArgs) -> str:
+        names = " ".join(shell_quote(package) for package, _ in args.specs)
+        parts = []
+        if names:
+            parts.append(PROBE_PACKAGES.replace("NAMES", names))
+        if names and (args.update_cache or args.state == "latest"):
+            if args.state == "latest":
+                parts.append(f"need={shell_quote(' '.join(package for package, _ in args.specs))}")
+            else:
+                parts.append(PROBE_NOT_INSTALLED.replace("NAMES", names))
+            parts.append(PROBE_CANDIDATES)
+        parts.append(PROBE_SYSTEM)
+        return probe_block("\n".join(parts))
+
+    def plan(self, args: AptArgs, facts: Any, state: str) -> Plan:
+        current = parse_state(state)
+        packages = {name: current.packages.get(_bare(name)) for name, _ in args.specs}
+        repair = current.dpkg_interrupted or any(pkg and pkg.half for pkg in packages.values())
+        install, remove, upgrade_unknown = self._package_changes(args, current, packages)
+        names = [name for name, _ in args.specs]
+        held = [name for name in names if _bare(name) in current.held]
+        hold = [name for name in names if name not in held] if args.hold else []
+        unhold = held if args.hold is False else []
+        stale = current.cache_age is None or current.cache_age > args.cache_valid_time
+        no_candidate = any(_bare(spec.partition("=")[0]) not in current.candidates for spec in install)
+        refresh = args.update_cache and (stale or no_candidate) and bool(install or upgrade_unknown or not names)
+        if upgrade_unknown and not refresh:
+            upgrade_unknown = []  # the cache is fresh: the candidates already said nothing is newer
+
+        steps: list[str] = []
+        summary: list[str] = []
+        if repair:
+            steps.append(DPKG_CONFIGURE)
+            summary.append("repair interrupted dpkg")
+        if current.policy_rc == "leftover":
+            steps.append(f"rm -f -- {POLICY_RC}")
+            summary.append(f"remove leftover {POLICY_RC}")
+        if unhold:
+            steps.append("apt-mark unhold " + " ".join(map(shell_quote, unhold)))
+            summary.append("unhold " + " ".join(unhold))
+        if refresh:
+            steps.append(f"{APT_GET} update\nmkdir -p -- {UPDATE_STAMP.rsplit('/', 1)[0]}\ntouch -- {UPDATE_STAMP}")
+            summary.append("refresh apt cache")
+        if upgrade_unknown:
+            steps.append(f"before=$({self._versions_query(upgrade_unknown)})")
+        targets = install + [name for name in upgrade_unknown if name not in install]
+        if targets:
+            steps.append(install_script(self._install_flags(args, targets, held), args.start_services))
+            summary.append(("install " if install else "upgrade if newer ") + " ".join(targets))
+        if remove:
+            verb = "purge" if args.purge else "remove"
+            allow = " --allow-change-held-packages" if any(name in held for name in remove) else ""
+            steps.append(f"{APT_GET} {verb}{allow} " + " ".join(map(shell_quote, remove)))
+            summary.append(f"{verb} " + " ".join(remove))
+        changed_names = {spec.partition("=")[0] for spec in targets}
+        rehold = hold + ([name for name in held if name in changed_names] if args.hold is None else [])
+        if rehold:
+            steps.append("apt-mark hold " + " ".join(map(shell_quote, rehold)))
+            if hold:
+                summary.append("hold " + " ".join(hold))
+        if upgrade_unknown:
+            steps.append(f'[ "$before" = "$({self._versions_query(upgrade_unknown)})" ] || echo {CHANGED_MARK}')
+
+        if not steps:
+            return Plan.ok(self._converged_summary(args))
+        changed = bool(repair or current.policy_rc == "leftover" or unhold or install or remove or hold)
+        command = Command(script="\n".join(steps), description="apt: " + "; ".join(summary))
+        return AptPlan(changed=changed, needs_apply=not changed, commands=[command], summary="; ".join(summary),
+                       detect_upgrade=bool(upgrade_unknown) and not changed)
+
+    def _package_changes(
+        self, args: AptArgs, current: AptState, packages: dict[str, PackageState | None],
+    ) -> tuple[list[str], list[str], list[str]]:
+        """(specs to install, names to remove, installed names that may have a newer version)."""
+        install, remove, upgrade_unknown = [], [], []
+        for name, version in args.specs:
+            package = packages[name]
+            spec = f"{name}={version}" if version else name
+            if args.state == "absent":
+                if package and (package.present if args.purge else package.installed or package.half):
+                    remove.append(name)
+                continue
+            wrong_version = bool(package and version and not version_matches(package.version, version))
+            if package is None or not package.installed or package.half or wrong_version:
+                install.append(spec)
+            elif args.state == "latest":
+                candidate = current.candidates.get(_bare(name))
+                if candidate and candidate != package.version:
+                    install.append(spec)
+                else:
+                    upgrade_unknown.append(name)
+        return install, remove, upgrade_unknown
+
+    @staticmethod
+    def _install_flags(args: AptArgs, targets: list[str], held: list[str]) -> str:
+        flags = []
+        if not args.install_recommends:
+            flags.append("--no-install-recommends")
+        if any("=" in spec for spec in targets):
+            flags.append("--allow-downgrades")
+        if any(spec.partition("=")[0] in held for spec in targets):
+            flags.append("--allow-change-held-packages")
+        return " ".join([*flags, *map(shell_quote, targets)])
+
+    @staticmethod
+    def _versions_query(names: list[str]) -> str:
+        return "dpkg-query -W -f='${Package}=${Version}\\n' -- " + " ".join(map(shell_quote, names)) + " || true"
+
+    @staticmethod
+    def _converged_summary(args: AptArgs) -> str:
+        if not args.name:
+            return "apt cache is fresh"
+        what = {"present": "installed", "latest": "at the latest version", "absent": "absent"}[args.state]
+        held = " and held" if args.hold else ""
+        return f"{', '.join(args.name)}: {what}{held}"
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        result = super().apply(ctx, plan)
+        if isinstance(plan, AptPlan) and plan.detect_upgrade:
+            result.changed = CHANGED_MARK in result.stdout
+        return result

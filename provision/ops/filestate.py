@@ -1,0 +1,164 @@
+"""The state of one path on a host (type, mode, owner, sha256, content) and what it takes to change it.
+
+Shared by the file-like operations (file, template, json_merge, lineinfile, ini). Content comes back
+base64-encoded and only up to CONTENT_CAP bytes; beyond that, and for secret files, plans compare
+sha256 only. A symlink is followed: its target is what is read and written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+
+from provision.errors import TaskFailed
+from provision.ops.base import Command, shell_quote
+from provision.ops.scripting import atomic_write_script, chown_spec, parse_fields, probe_block
+
+CONTENT_CAP = 1024 * 1024
+DEFAULT_MODE = "0644"
+SECRET_DEFAULT_MODE = "0600"
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str | None = None) -> str:
+    """Probe printing `path`'s state; the content only when wanted and its sha256 is not the given one."""
+    content_test = "[ -n \"$want\" ] && [ \"$size\" -le " + str(CONTENT_CAP) + " ]"
+    if unless_sha256:
+        content_test += f' && [ "$sha" != {shell_quote(unless_sha256)} ]'
+    body = f"""
+p={shell_quote(path)}
+want={"1" if want_content else "''"}
+if [ -L "$p" ]; then p=$(readlink -f -- "$p"); echo "target=$p"; fi
+attributes() {{
+  set -- $(stat -c '%a %u %g %U %G %s' -- "$p")
+  echo "mode=$1"; echo "uid=$2"; echo "gid=$3"; echo "owner=$4"; echo "group=$5"; size=$6
+}}
+if [ -d "$p" ]; then echo type=directory; attributes
+elif [ -f "$p" ]; then
+  echo type=file; attributes; echo "size=$size"
+  sha=$(sha256sum < "$p" | cut -d' ' -f1); echo "sha256=$sha"
+  if {content_test}; then echo "content=$(base64 -w0 < "$p")"; fi
+elif [ -e "$p" ]; then echo type=other
+else echo type=absent
+fi
+"""
+    return probe_block(body)
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What the probe saw at a path. `kind` is file, directory, other or absent."""
+
+    path: str
+    kind: str
+    mode: str | None = None
+    uid: str | None = None
+    gid: str | None = None
+    owner: str | None = None
+    group: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    content: bytes | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.kind != "absent"
+
+    def text(self) -> str | None:
+        """The content as text, or None when it was not read or is not UTF-8."""
+        if self.content is None:
+            return None
+        try:
+            return self.content.decode()
+        except UnicodeDecodeError:
+            return None
+
+
+def parse_file_state(path: str, state: str) -> FileState:
+    """Parse file_state_probe output; output without a `type` line is refused, never read as absent
+    (an edit planned on a file that only seems missing would overwrite the user's content)."""
+    fields = parse_fields(state)
+    if "type" not in fields:
+        raise TaskFailed(f"the probe of {path} printed nothing usable: {state.strip()[:200]!r}")
+    content = None
+    if "content" in fields:
+        try:
+            content = base64.b64decode(fields["content"], validate=True)
+        except binascii.Error as error:
+            raise TaskFailed(f"{path}: unreadable probe output ({error})") from error
+    mode = fields.get("mode")
+    return FileState(
+        path=fields.get("target") or path,
+        kind=fields["type"],
+        mode=f"{int(mode, 8):04o}" if mode else None,
+        uid=fields.get("uid"),
+        gid=fields.get("gid"),
+        owner=fields.get("owner"),
+        group=fields.get("group"),
+        size=int(fields["size"]) if fields.get("size", "").isdigit() else None,
+        sha256=fields.get("sha256"),
+        content=content,
+    )
+
+
+def attribute_changes(current: FileState, owner: str | None, group: str | None, mode: str | None) -> list[str]:
+    """Human-readable differences of owner/group/mode from what is wanted (None: don't care)."""
+    changes = []
+    if owner is not None and owner not in (current.owner, current.uid):
+        changes.append(f"owner {current.owner} -> {owner}")
+    if group is not None and group not in (current.group, current.gid):
+        changes.append(f"group {current.group} -> {group}")
+    if mode is not None and mode != current.mode:
+        changes.append(f"mode {current.mode} -> {mode}")
+    return changes
+
+
+def require_regular_file(current: FileState) -> None:
+    """Refuse to treat a directory (or device, socket) as a file."""
+    if current.kind in ("directory", "other"):
+        raise TaskFailed(f"{current.path} exists and is not a regular file ({current.kind})")
+
+
+def write_file_command(
+    current: FileState, content: bytes, *, owner: str | None, group: str | None, mode: str | None,
+    secret: bool = False, description: str = "",
+) -> Command:
+    """Write `content` atomically; unspecified attributes keep the existing file's (or defaults)."""
+    if current.exists:
+        owner = owner or current.uid
+        group = group or current.gid
+        mode = mode or current.mode
+    mode = mode or (SECRET_DEFAULT_MODE if secret else DEFAULT_MODE)
+    script = atomic_write_script(
+        current.path, mode=mode, owner_group=chown_spec(owner, group), create_parent=not current.exists,
+    )
+    return Command(script=script, data=content, description=description or f"write {current.path}")
+
+
+def set_attributes_command(path: str, owner: str | None, group: str | None, mode: str | None) -> Command:
+    """chown/chmod an existing path in place (only the given attributes)."""
+    lines = []
+    spec = chown_spec(owner, group)
+    if spec:
+        lines.append(f"chown -- {shell_quote(spec)} {shell_quote(path)}")
+    if mode:
+        lines.append(f"chmod -- {shell_quote(mode)} {shell_quote(path)}")
+    return Command(script="\n".join(lines), description=f"set attributes of {path}")
+
+
+def read_text_for_edit(current: FileState, cap: int = CONTENT_CAP) -> str:
+    """The text of a file an edit operation rewrites ("" when absent); refuses what it cannot edit."""
+    require_regular_file(current)
+    if not current.exists:
+        return ""
+    if current.size is not None and current.size > cap:
+        raise TaskFailed(f"{current.path} is {current.size} bytes, more than the {cap} an edit reads")
+    text = current.text()
+    if text is None:
+        raise TaskFailed(f"{current.path} is not UTF-8 text (or could not be read)")
+    return text

@@ -1,0 +1,110 @@
+"""Shell building blocks shared by operations: probe blocks, probe parsing, atomic writes, diffs.
+
+Probe snippets run as root inside one larger script (`set +e`); each is wrapped in a subshell with
+stdin from /dev/null so it can neither exit that script, nor leak variables, nor read its input.
+Probe output is `key=value` lines; values that may hold newlines or binary are base64 (`base64 -w0`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import re
+
+from provision.ops.base import shell_quote
+from provision.secrets import REDACTOR
+
+MODE_PATTERN = re.compile(r"^0?[0-7]{3,4}$")
+
+
+def probe_block(body: str) -> str:
+    """Wrap a probe body so that it is safe to splice into a larger `set +e` script."""
+    return f"(\nset +eu\n{body.strip()}\n) </dev/null 2>/dev/null\n"
+
+
+def parse_fields(state: str) -> dict[str, str]:
+    """`key=value` lines into a dict (the last value of a repeated key wins); other lines ignored."""
+    fields: dict[str, str] = {}
+    for line in state.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and " " not in key:
+            fields[key] = value
+    return fields
+
+
+def parse_records(state: str, key: str) -> list[str]:
+    """Every value of a repeated `key=value` line, in order."""
+    prefix = f"{key}="
+    return [line[len(prefix):] for line in state.splitlines() if line.startswith(prefix)]
+
+
+def normalize_mode(value: object) -> str | None:
+    """A file mode as a 4-digit octal string ("0644"); refuses YAML's octal-looking integers."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(
+            f'mode must be a quoted octal string like "0644", not {value!r} '
+            "(YAML reads an unquoted 0644 as the number 420)"
+        )
+    if not MODE_PATTERN.match(value):
+        raise ValueError(f'mode must be an octal string like "0644", not {value!r}')
+    return f"{int(value, 8):04o}"
+
+
+def require_absolute(path: str) -> str:
+    """Operations work on absolute, normalised paths only (a relative path has no meaning on a host)."""
+    if not path.startswith("/"):
+        raise ValueError(f"path must be absolute, not {path!r}")
+    return posixpath.normpath(path)
+
+
+def chown_spec(owner: str | None, group: str | None) -> str | None:
+    """The argument to chown for an owner and/or group, or None when neither is given."""
+    if owner and group:
+        return f"{owner}:{group}"
+    if owner:
+        return owner
+    if group:
+        return f":{group}"
+    return None
+
+
+def atomic_write_script(dest: str, *, mode: str, owner_group: str | None, create_parent: bool) -> str:
+    """Bash that writes the payload on fd 3 to `dest` atomically: temp file beside it, attrs, rename.
+
+    Runs in a subshell so that its cleanup trap does not replace the caller's (the payload's) trap.
+    """
+    parent = posixpath.dirname(dest) or "/"
+    base = posixpath.basename(dest)
+    lines = ["("]
+    if create_parent:
+        lines.append(f"umask 022; mkdir -p -- {shell_quote(parent)}")
+    lines += [
+        f"tmp=$(mktemp -- {shell_quote(f'{parent}/.{base}.provision-XXXXXX')})",
+        "trap 'rm -f -- \"$tmp\"' EXIT",
+        'cat <&3 > "$tmp"',
+    ]
+    if owner_group:
+        lines.append(f'chown -- {shell_quote(owner_group)} "$tmp"')
+    lines += [
+        f'chmod -- {shell_quote(mode)} "$tmp"',
+        f'mv -f -- "$tmp" {shell_quote(dest)}',
+        ")",
+    ]
+    return "\n".join(lines)
+
+
+def text_diff(path: str, old: str | None, new: str | None) -> str:
+    """A unified diff of a file's text (None: the file does not exist), with secrets masked."""
+    before = old.splitlines(keepends=True) if old else []
+    after = new.splitlines(keepends=True) if new else []
+    for lines in (before, after):
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n\\ No newline at end of file\n"
+    diff = difflib.unified_diff(
+        before, after,
+        fromfile=path if old is not None else "/dev/null",
+        tofile=path if new is not None else "/dev/null",
+    )
+    return REDACTOR("".join(diff))

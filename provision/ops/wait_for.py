@@ -1,0 +1,117 @@
+"""`wait_for`: wait until a TCP port accepts connections or a URL answers, checked from the host itself.
+
+Waiting is never a change: when the probe already sees the port/URL up the plan has nothing to do;
+otherwise it is `changed=False` with `needs_apply`, and apply polls (one round trip per check,
+every `interval` seconds) reporting elapsed/total progress, failing after `timeout` seconds with
+the last thing it saw. The port check uses bash's /dev/tcp; the URL check uses curl on the host.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.scripting import parse_fields, probe_block
+
+CHECK_TIMEOUT_S = 5
+
+
+class WaitForArgs(OpArgs):
+    port: int | None = Field(default=None, ge=1, le=65535)
+    host: str = "127.0.0.1"
+    url: str | None = None
+    status: int = 200
+    contains: str | None = None
+    timeout: float = Field(default=300, gt=0)
+    interval: float = Field(default=2, gt=0)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> WaitForArgs:
+        if (self.port is None) == (self.url is None):
+            raise ValueError("give exactly one of `port` or `url`")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, not {self.url!r}")
+        if self.contains is not None and self.url is None:
+            raise ValueError("`contains` needs `url`")
+        return self
+
+    @property
+    def target(self) -> str:
+        return f"{self.host}:{self.port}" if self.port is not None else str(self.url)
+
+
+def check_script(args: WaitForArgs) -> str:
+    """Bash that prints `up=1` or `up=0` (and, for a URL, `status=`) after one quick check."""
+    if args.port is not None:
+        return (
+            f"if timeout {CHECK_TIMEOUT_S} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' "
+            f"{shell_quote(args.host)} {args.port} 2>/dev/null; then echo up=1; else echo up=0; fi"
+        )
+    contains = (f' && {{ grep -qF -- {shell_quote(args.contains)} "$body" || up=0; }}'
+                if args.contains is not None else "")
+    return f"""if ! command -v curl >/dev/null 2>&1; then echo curl=missing; echo up=0; else
+body=$(mktemp)
+code=$(curl -sS -o "$body" -w '%{{http_code}}' --max-time {CHECK_TIMEOUT_S} {shell_quote(str(args.url))} 2>/dev/null)
+echo "status=$code"
+up=0; if [ "$code" = {args.status} ]; then up=1{contains}; fi
+echo "up=$up"; rm -f -- "$body"
+fi"""
+
+
+def describe_miss(args: WaitForArgs, fields: dict[str, str]) -> str:
+    if args.port is not None:
+        return "the port refused or timed out"
+    status = fields.get("status", "")
+    if status in ("", "000"):
+        return "no HTTP answer"
+    if status == str(args.status) and args.contains is not None:
+        return f"HTTP {status} without {args.contains!r} in the body"
+    return f"HTTP {status}"
+
+
+@dataclass
+class WaitPlan(Plan):
+    """A plan to wait: apply needs the arguments (target, timeout, interval) to poll."""
+
+    args: WaitForArgs | None = None
+
+
+@register
+class WaitForOperation(Operation):
+    name = "wait_for"
+    Args = WaitForArgs
+    clock = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
+    def probe(self, args: WaitForArgs) -> str:
+        return probe_block(check_script(args))
+
+    def plan(self, args: WaitForArgs, facts: Any, state: str) -> Plan:
+        if parse_fields(state).get("up") == "1":
+            return Plan.ok(f"{args.target} is up")
+        command = Command(script=check_script(args), description=f"check {args.target}")
+        return WaitPlan(changed=False, needs_apply=True, commands=[command],
+                        summary=f"wait up to {args.timeout:g}s for {args.target}", args=args)
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        if not isinstance(plan, WaitPlan) or plan.args is None:
+            return ApplyResult(changed=False, result=dict(plan.result))
+        args = plan.args
+        started = self.clock()
+        while True:
+            result = ctx.conn.run_command(plan.commands[0], check=False)
+            fields = parse_fields(result.stdout)
+            elapsed = self.clock() - started
+            if fields.get("up") == "1":
+                return ApplyResult(changed=False, stdout=result.stdout, result={"elapsed": round(elapsed, 1)})
+            if fields.get("curl") == "missing":
+                raise TaskFailed(f"cannot check {args.target}: curl is not installed on the host")
+            if elapsed >= args.timeout:
+                raise TaskFailed(f"{args.target} not up after {elapsed:.0f}s: {describe_miss(args, fields)}")
+            ctx.progress(f"waiting for {args.target}", elapsed, args.timeout)
+            self.sleep(min(args.interval, args.timeout - elapsed))

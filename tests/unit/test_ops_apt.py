@@ -1,0 +1,170 @@
+"""`apt`: recorded dpkg-query / apt-mark / apt-cache outputs -> the one apt script a plan runs."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from provision.connection.base import RunResult
+from provision.errors import TaskFailed
+from provision.ops import REGISTRY
+from provision.ops.apt import APT_GET
+from tests.unit.ops_support import (
+    ScriptedConnection,
+    assert_commands_parse,
+    context,
+    make_args,
+    plan,
+    probe_local,
+    script_of,
+)
+
+NOW = 1_800_000_000
+FRESH = f"now={NOW}\nlists_mtime={NOW - 600}.0000000000\nstamp_mtime=\n"
+STALE = f"now={NOW}\nlists_mtime={NOW - 86400}.0000000000\nstamp_mtime=\n"
+# recorded on Debian 12: curl installed, jq never installed, nvidia-open held
+CURL = "pkg=curl\t7.88.1-10+deb12u14\tii \n"
+HELD_DRIVER = "pkg=nvidia-open\t580.95.05-1\thi \n"
+
+
+def test_installed_packages_are_converged_without_touching_the_cache() -> None:
+    result = plan("apt", CURL + STALE, name=["curl"], update_cache=True)
+    assert not result.changed and not result.wants_apply and result.commands == []
+
+
+def test_missing_package_installs_with_the_standard_options() -> None:
+    result = plan("apt", CURL + FRESH, name=["curl", "jq"])
+    assert result.changed
+    script = script_of(result)
+    assert script == f"{APT_GET} install 'jq'"
+    for option in ("-o DPkg::Lock::Timeout=600", "-y", "-q", "--force-confdef", "--force-confold"):
+        assert option in script
+    assert result.summary == "install jq"
+    assert_commands_parse(result)
+
+
+def test_stale_cache_is_refreshed_as_part_of_an_install_only() -> None:
+    result = plan("apt", CURL + STALE + "candidate=jq\t1.6-2.1\n", name=["jq"], update_cache=True)
+    script = script_of(result)
+    assert script.index(f"{APT_GET} update") < script.index("install 'jq'")
+    assert "touch -- /var/lib/apt/periodic/update-success-stamp" in script
+    fresh = plan("apt", FRESH + "candidate=jq\t1.6-2.1\n", name=["jq"], update_cache=True)
+    assert "update" not in script_of(fresh)
+
+
+def test_fresh_cache_is_refreshed_when_a_package_has_no_candidate() -> None:
+    # e.g. its repository was added since the last update
+    result = plan("apt", FRESH, name=["nvidia-container-toolkit"], update_cache=True)
+    assert f"{APT_GET} update" in script_of(result)
+
+
+def test_cache_refresh_alone_is_not_a_change() -> None:
+    result = plan("apt", STALE, update_cache=True)
+    assert not result.changed and result.needs_apply
+    assert not plan("apt", FRESH, update_cache=True).wants_apply
+
+
+def test_pinned_version_is_installed_and_allowed_to_downgrade() -> None:
+    result = plan("apt", CURL + FRESH, name={"curl": "7.88.1-10+deb12u5"})
+    assert "--allow-downgrades 'curl=7.88.1-10+deb12u5'" in script_of(result)
+    assert not plan("apt", CURL + FRESH, name=["curl=7.88.1-10+deb12u14"]).changed
+    assert not plan("apt", CURL + FRESH, name=["curl=7.88.*"]).changed
+
+
+def test_hold_counts_only_when_held() -> None:
+    assert not plan("apt", HELD_DRIVER + FRESH, name=["nvidia-open"], hold=True).changed
+    result = plan("apt", CURL + FRESH, name=["curl"], hold=True)
+    assert result.changed and script_of(result) == "apt-mark hold 'curl'"
+
+
+def test_changing_a_held_package_unholds_nothing_but_holds_again() -> None:
+    result = plan("apt", HELD_DRIVER + FRESH, name=["nvidia-open=580.105.08-1"])
+    script = script_of(result)
+    assert "--allow-change-held-packages" in script
+    assert script.index("install") < script.index("apt-mark hold 'nvidia-open'")
+
+
+def test_unhold() -> None:
+    result = plan("apt", HELD_DRIVER + FRESH, name=["nvidia-open"], hold=False)
+    assert script_of(result) == "apt-mark unhold 'nvidia-open'"
+
+
+def test_interrupted_dpkg_is_repaired_first() -> None:
+    for state in ("dpkg_audit=1\n", "dpkg_updates=1\n", "pkg=jq\t1.6-2.1\tiU \n"):
+        result = plan("apt", state + CURL + FRESH, name=["curl", "jq"])
+        assert result.changed
+        script = script_of(result)
+        assert script.startswith("dpkg_configure() {")
+        assert "dpkg --force-confdef --force-confold --configure -a" in script
+        assert_commands_parse(result)
+
+
+def test_start_services_false_uses_a_temporary_policy_rc_d() -> None:
+    result = plan("apt", FRESH, name=["docker.io"], start_services=False)
+    script = script_of(result)
+    assert "exit 101" in script
+    assert "trap 'rm -f -- /usr/sbin/policy-rc.d /usr/sbin/policy-rc.d.provision' EXIT" in script
+    assert script.index("trap") < script.index("install 'docker.io'")
+    assert_commands_parse(result)
+
+
+def test_policy_rc_d_left_by_a_killed_run_is_removed() -> None:
+    result = plan("apt", CURL + FRESH + "policy_rc=leftover\n", name=["curl"])
+    assert result.changed and script_of(result) == "rm -f -- /usr/sbin/policy-rc.d"
+    assert not plan("apt", CURL + FRESH + "policy_rc=foreign\n", name=["curl"]).changed
+
+
+def test_absent_removes_installed_and_ignores_config_only() -> None:
+    state = CURL + "pkg=snapd\t2.57\trc \n" + FRESH
+    result = plan("apt", state, name=["curl", "snapd"], state="absent")
+    assert script_of(result) == f"{APT_GET} remove 'curl'"
+    purge = plan("apt", state, name=["curl", "snapd"], state="absent", purge=True)
+    assert script_of(purge) == f"{APT_GET} purge 'curl' 'snapd'"
+
+
+def test_no_recommends() -> None:
+    result = plan("apt", FRESH, name=["dkms"], install_recommends=False)
+    assert "install --no-install-recommends 'dkms'" in script_of(result)
+
+
+def test_latest_with_a_known_newer_candidate_is_a_change() -> None:
+    result = plan("apt", CURL + FRESH + "candidate=curl\t7.88.1-10+deb12u15\n", name=["curl"], state="latest")
+    assert result.changed and "install 'curl'" in script_of(result)
+    same = plan("apt", CURL + FRESH + "candidate=curl\t7.88.1-10+deb12u14\n", name=["curl"], state="latest")
+    assert not same.changed and not same.wants_apply
+
+
+def test_latest_with_a_stale_cache_reports_a_change_only_if_a_version_moved() -> None:
+    state = CURL + STALE + "candidate=curl\t7.88.1-10+deb12u14\n"
+    result = plan("apt", state, name=["curl"], state="latest", update_cache=True)
+    assert not result.changed and result.needs_apply
+    assert "provision_changed=1" in script_of(result)
+    op = REGISTRY["apt"]
+    moved = op.apply(context(ScriptedConnection([RunResult("provision_changed=1\n", "", 0)])), result)
+    same = op.apply(context(ScriptedConnection([RunResult("", "", 0)])), result)
+    assert moved.changed and not same.changed
+    assert_commands_parse(result)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="not a valid Debian package name"):
+        make_args("apt", name=["curl; rm -rf /"])
+    with pytest.raises(ValueError, match="only make sense with state: present"):
+        make_args("apt", name=["curl=1"], state="latest")
+    with pytest.raises(ValueError, match="contradicts"):
+        make_args("apt", name=["curl"], state="absent", hold=True)
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs a Debian-like machine")
+def test_probe_reads_the_real_package_database() -> None:
+    args = {"name": ["bash", "surely-not-a-package"], "update_cache": True}
+    state = probe_local("apt", **args)
+    assert "\npkg=bash\t" in "\n" + state and "now=" in state
+    result = plan("apt", state, **args)
+    assert result.summary == "refresh apt cache; install surely-not-a-package"
+
+
+def test_a_probe_that_printed_nothing_is_refused() -> None:
+    with pytest.raises(TaskFailed, match="printed nothing usable"):
+        plan("apt", "", name=["curl"])

@@ -1,0 +1,103 @@
+"""`wait_for`: up already -> nothing; else a non-change that polls with progress until up or timeout."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from provision.connection.base import RunResult
+from provision.errors import TaskFailed
+from provision.ops import REGISTRY
+from tests.unit.ops_support import (
+    ScriptedConnection,
+    assert_bash_parses,
+    assert_commands_parse,
+    context,
+    make_args,
+    plan,
+    probe_local,
+)
+
+DOWN = RunResult("up=0\n", "", 0)
+UP = RunResult("up=1\n", "", 0)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def op(monkeypatch):
+    operation = REGISTRY["wait_for"]
+    clock = FakeClock()
+    monkeypatch.setattr(operation, "clock", clock)
+    monkeypatch.setattr(operation, "sleep", clock.sleep)
+    return operation
+
+
+def test_already_up_is_ok_with_nothing_to_do() -> None:
+    result = plan("wait_for", "up=1\n", port=8000)
+    assert not result.changed and not result.wants_apply and result.commands == []
+
+
+def test_down_is_not_a_change_but_must_be_applied() -> None:
+    result = plan("wait_for", "up=0\n", port=8000, timeout=60)
+    assert not result.changed
+    assert result.needs_apply and result.wants_apply and result.commands
+    assert result.summary == "wait up to 60s for 127.0.0.1:8000"
+    assert_commands_parse(result)
+
+
+def test_apply_polls_with_progress_until_up(op) -> None:
+    conn = ScriptedConnection([DOWN, DOWN, UP])
+    progress: list = []
+    applied = op.apply(context(conn, progress=progress), plan("wait_for", "up=0\n", port=8000, interval=5))
+    assert not applied.changed
+    assert conn.round_trips == 3
+    assert [call[1:] for call in progress] == [(0.0, 300), (5.0, 300)]
+    assert applied.result == {"elapsed": 10.0}
+
+
+def test_apply_times_out_with_what_it_last_saw(op) -> None:
+    conn = ScriptedConnection([RunResult("status=503\nup=0\n", "", 0)] * 10)
+    result = plan("wait_for", "up=0\n", url="http://127.0.0.1:8000/health", timeout=6, interval=2)
+    with pytest.raises(TaskFailed, match=r"http://127.0.0.1:8000/health not up after 6s: HTTP 503"):
+        op.apply(context(conn), result)
+    assert conn.round_trips == 4
+
+
+def test_missing_curl_fails_fast(op) -> None:
+    conn = ScriptedConnection([RunResult("curl=missing\nup=0\n", "", 0)])
+    with pytest.raises(TaskFailed, match="curl is not installed"):
+        op.apply(context(conn), plan("wait_for", "up=0\n", url="http://127.0.0.1:8000/health"))
+
+
+def test_url_check_script_tests_status_and_body() -> None:
+    args = make_args("wait_for", url="http://127.0.0.1:8000/v1/models", status=200, contains="gemma")
+    probe = REGISTRY["wait_for"].probe(args)
+    assert_bash_parses(probe)
+    assert "'%{http_code}'" in probe and "grep -qF -- 'gemma'" in probe and '[ "$code" = 200 ]' in probe
+
+
+def test_arguments_need_exactly_one_target() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        make_args("wait_for", port=80, url="http://x/")
+    with pytest.raises(ValueError, match="exactly one"):
+        make_args("wait_for")
+
+
+def test_port_probe_sees_a_real_listener_on_loopback() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert "up=1" in probe_local("wait_for", port=port)
+    assert "up=0" in probe_local("wait_for", port=port)
