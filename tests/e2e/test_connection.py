@@ -1,0 +1,81 @@
+"""Host keys are checked, unreachable hosts are reported as such, and sudo (become) works."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.helpers import provision
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def host(lab):
+    (host,) = lab.new_hosts(1, prefix="keys")
+    return host
+
+
+def inventory_for(lab, host, tmp_path, known_hosts_text: str, **vars):
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(known_hosts_text)
+    return lab.write_inventory(tmp_path / "inventory.yaml", [host], known_hosts=str(known_hosts), **vars), known_hosts
+
+
+def test_unknown_host_key_is_refused_with_a_way_forward(lab, host, tmp_path):
+    inventory, known_hosts = inventory_for(lab, host, tmp_path, "")
+    run = provision("facts", str(inventory))
+    assert run.returncode == 1
+    assert "not known" in run.output and "--trust-new-host-keys" in run.output
+    assert known_hosts.read_text() == ""
+
+
+def test_trust_new_host_keys_records_the_key_then_checks_it(lab, host, tmp_path):
+    inventory, known_hosts = inventory_for(lab, host, tmp_path, "")
+    run = provision("facts", str(inventory), "--trust-new-host-keys", "--json")
+    assert run.returncode == 0, run.output
+    recorded = known_hosts.read_text()
+    assert f"[127.0.0.1]:{host.ssh_port}" in recorded
+    assert host.host_key().split()[1] in recorded
+    again = provision("facts", str(inventory))
+    assert again.returncode == 0, again.output
+    assert known_hosts.read_text() == recorded
+
+
+def test_changed_host_key_is_always_refused(lab, host, tmp_path):
+    (other,) = lab.new_hosts(1, prefix="keys")
+    wrong = f"[127.0.0.1]:{host.ssh_port} {other.host_key()}\n"
+    inventory, known_hosts = inventory_for(lab, host, tmp_path, wrong)
+    run = provision("facts", str(inventory), "--trust-new-host-keys")
+    assert run.returncode == 1
+    assert "CHANGED" in run.output and "never accepted" in run.output
+    assert known_hosts.read_text() == wrong
+
+
+def test_unreachable_host_is_reported_not_crashed(lab, host, tmp_path):
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(
+        "all:\n  hosts:\n    gone:\n      ansible_host: 127.0.0.1\n      ansible_port: 1\n"
+        f"      ansible_user: root\n      ansible_ssh_private_key_file: {lab.key_file}\n"
+    )
+    run = provision("up", str(inventory), json_path=tmp_path / "out.json", timeout=300)
+    assert run.returncode == 1
+    assert run.host("gone")["unreachable"] == 1
+    assert "Traceback" not in run.output
+
+
+def test_non_root_user_becomes_root_with_sudo(lab, host, tmp_path):
+    inventory_for(lab, host, tmp_path, f"[127.0.0.1]:{host.ssh_port} {host.host_key()}\n")
+    inventory = lab.write_inventory(tmp_path / "deploy.yaml", [host], user="deploy",
+                                    known_hosts=str(tmp_path / "known_hosts"))
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "roles/rootfile").mkdir(parents=True)
+    (tmp_path / "playbooks/site.yaml").write_text("- hosts: all\n  roles: [rootfile]\n")
+    (tmp_path / "roles/rootfile/tasks.yaml").write_text(
+        "- name: a file only root may write\n"
+        '  file: {dest: /root/written-by-provision, content: "ok\\n", mode: "0600"}\n')
+    run = provision("up", str(inventory), "--playbook", str(tmp_path / "playbooks/site.yaml"),
+                    json_path=tmp_path / "out.json")
+    assert run.returncode == 0, run.output
+    written = host.exec("stat -c '%U %a' /root/written-by-provision && cat /root/written-by-provision")[1]
+    assert written == "root 600\nok\n"
+    assert host.exec("id -un", user="deploy")[1].strip() == "deploy"
