@@ -102,7 +102,7 @@ fi
 if [ -d /sys/firmware/efi ]; then
   echo "efi=yes"
   echo "efivars=$(yes_no test -n "$(ls -A /sys/firmware/efi/efivars 2>/dev/null)")"
-  _var=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d0-aa0d-00e098032b8c
+  _var=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
   [ -r "$_var" ] && echo "efivar=$(od -An -tu1 "$_var" 2>/dev/null | tr -s ' \n' '  ')"
 else
   echo "efi=no"

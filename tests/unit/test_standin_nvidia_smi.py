@@ -136,6 +136,13 @@ def test_persistenced_fails_without_the_driver_and_turns_persistence_on(host: St
         os.kill(pid, signal.SIGTERM)
 
 
+def test_legacy_persistence_mode_can_be_set_by_nvidia_smi(host: StandinRoot) -> None:
+    host.reboot()
+    result = smi(host, "-pm", "1")
+    assert result.stdout == "Enabled Legacy persistence mode for GPU 00000000:01:00.0.\nAll done.\n"
+    assert smi(host, "--query-gpu=persistence_mode", "--format=csv,noheader").stdout == "Enabled\n"
+
+
 def test_the_gpu_model_comes_from_the_hosts_profile(repo: RepoInfo, tmp_path: Path) -> None:
     host = StandinRoot(tmp_path / "root", repo, HostTraits(gpu=RTX_4090))
     host.unpack(OLD, *DRIVER)
