@@ -1,0 +1,51 @@
+"""Shared fixtures: the test lab (real hosts as containers), started once per test session.
+
+Tests that use it carry the `lab` marker. Where the lab cannot run (no docker, no root, missing
+tools) they are skipped with the reason, except under CI=true, where that is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.lab import Lab, LabHost
+from tests.lab.lab import unavailable_reason
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "lab: end-to-end tests against real lab hosts (containers with systemd and sshd)")
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    """A lab (image, registry, supervisor) in a fresh directory under /var/tmp (bind mounts need a
+    real filesystem); every host it made is removed and the directory deleted at session end."""
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the test lab cannot run: {reason}", pytrace=False)
+        pytest.skip(f"test lab unavailable: {reason}")
+    lab_dir = Path(tempfile.mkdtemp(prefix="plab-test-", dir="/var/tmp"))
+    lab = Lab(lab_dir)
+    try:
+        lab.start()
+        yield lab
+    finally:
+        lab.down()
+        shutil.rmtree(lab_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def lab_hosts(lab: Lab) -> Callable[..., list[LabHost]]:
+    """`lab_hosts(n, **options)`: `n` fresh hosts, reachable over SSH (options: see Lab.new_host).
+    They live until the end of the session."""
+    def make(n: int = 1, **options: object) -> list[LabHost]:
+        return lab.new_hosts(n, **options)
+    return make

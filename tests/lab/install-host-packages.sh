@@ -1,0 +1,23 @@
+#!/bin/bash
+# Install what the test lab needs on a Debian 12 machine, and make sure dockerd runs.
+# Idempotent: installs only missing packages; starts dockerd only if `docker info` fails.
+set -euo pipefail
+packages=(debootstrap slirp4netns docker.io docker-registry busybox-static openssh-client zstd
+          iptables util-linux)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+fi
+if ! docker info >/dev/null 2>&1; then
+  # no systemd on CI machines: start dockerd by hand, in its own session so it outlives this script
+  echo "starting dockerd (log: /var/log/dockerd.log)"
+  setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+  for _ in $(seq 1 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
+  docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/dockerd.log" >&2; exit 1; }
+fi
+echo "lab host packages ok; dockerd up"
