@@ -3,7 +3,7 @@
 # Idempotent: installs only missing packages; starts dockerd only if `docker info` fails.
 set -euo pipefail
 packages=(debootstrap slirp4netns docker.io docker-registry busybox-static openssh-client zstd
-          iptables util-linux)
+          iptables util-linux dpkg-dev gnupg)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")

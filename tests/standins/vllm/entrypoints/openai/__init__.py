@@ -1,0 +1,1 @@
+"""Mirror of vLLM's module path (see api_server)."""

@@ -1,0 +1,283 @@
+"""Stand-in for the `vllm/vllm-openai` image's server: `vllm serve MODEL [options]`.
+
+Invoked like the real entrypoint (ENTRYPOINT ["vllm", "serve"]):
+    python3 server.py serve MODEL --served-model-name NAME --api-key KEY --port 8000 ...
+    python3 -m vllm.entrypoints.openai.api_server --model MODEL ...   (inside the stand-in image)
+It parses vLLM's real options (vllm_flags.txt), prints vLLM's start-up lines, binds the port at once
+but listens only when the engine is "ready" (connections are refused until then, as with vLLM,
+which binds early and lets uvicorn listen later), then serves the OpenAI-compatible API.
+
+Knobs (environment, baked into image variants): STANDIN_BEHAVIOUR (ok, kv-cache-too-small,
+cuda-oom, no-kernel-image, wrong-vision, alternating, slow-start), STANDIN_READY_DELAY (seconds,
+default 2; 60 for slow-start), STANDIN_TOKENS_PER_S (140), STANDIN_GPU_MEMORY_GIB (24),
+STANDIN_GPU_USED_GIB (0, memory other processes hold), STANDIN_MODEL_WEIGHTS_GIB (17.12),
+STANDIN_REQUIRE_WEIGHTS (1: the model must be in the HF cache or a local folder, as without
+network), STANDIN_VLLM_VERSION (0.33.0). VLLM_API_KEY works as in vLLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+if not __package__:  # run as a file: make this folder importable as the package `vllm`, as in the image
+    _HERE = Path(__file__).resolve().parent
+    sys.path.insert(0, str(_HERE.parent))
+    __package__ = _HERE.name
+    importlib.import_module(__package__)
+
+from .flags import (
+    build_api_server_parser,
+    build_vllm_cli_parser,
+    load_flag_table,
+    preprocess_serve_args,
+)
+from .http_api import ServingState, StandinHTTPServer
+from .logs import API_SERVER, VllmLog
+from .memory import GEMMA4_LIKE_LAYOUT, MemoryInputs, layout_from_config
+from .metrics import Metrics
+from .model_files import ModelFilesError, locate_model
+from .openai_requests import ServingLimits
+from .startup import EngineSettings, EngineStartFailure, start_engine
+
+BEHAVIOURS = ("ok", "kv-cache-too-small", "cuda-oom", "no-kernel-image", "wrong-vision", "alternating",
+              "slow-start")
+DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+DEFAULTS: dict[str, Any] = {"port": 8000, "gpu_memory_utilization": 0.92, "kv_cache_dtype": "auto",
+                            "max_num_batched_tokens": 8192, "max_num_seqs": 256, "enable_prefix_caching": True}
+SENSITIVE = ("api_key", "hf_token")
+
+
+def env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+class ConfigError(Exception):
+    """A value vLLM rejects when it builds its config (after argparse accepted it): exit 1."""
+
+
+def _validation_error(config_class: str, field: str, message: str, value: Any) -> ConfigError:
+    return ConfigError(
+        f"pydantic_core._pydantic_core.ValidationError: 1 validation error for {config_class}\n{field}\n"
+        f"  Value error, {message} [type=value_error, input_value={value!r}, input_type={type(value).__name__}]\n"
+        "    For further information visit https://errors.pydantic.dev/2.14/v/value_error")
+
+
+def parse_command_line(argv: list[str], entry: str) -> argparse.Namespace:
+    """Parse like `vllm` (entry='vllm', argv starts with the subcommand) or the api_server module."""
+    table = load_flag_table()
+    if entry == "vllm":
+        parser = build_vllm_cli_parser(table)
+        args = parser.parse_args(preprocess_serve_args(argv))
+        if args.version:
+            print(os.environ.get("STANDIN_VLLM_VERSION", "0.33.0"))
+            raise SystemExit(0)
+        if args.subparser is None:
+            parser.print_help()
+            raise SystemExit(0)
+        if args.subparser != "serve":
+            parser.error(f"the stand-in image implements only `vllm serve`, not `vllm {args.subparser}`")
+    else:
+        args = build_api_server_parser(table).parse_args(preprocess_serve_args(argv))
+    args.model = args.model_tag or args.model or DEFAULT_MODEL
+    for name, value in DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    _validate_config_values(args, table.post_parse_values)
+    return args
+
+
+def _validate_config_values(args: argparse.Namespace, allowed: dict[str, tuple[str, ...]]) -> None:
+    dtypes = allowed.get("--kv-cache-dtype", ())
+    if dtypes and args.kv_cache_dtype not in dtypes:
+        raise _validation_error("CacheConfig", "cache_dtype", f"Invalid kv_cache_dtype: {args.kv_cache_dtype!r}. "
+                                f"Valid values are: {list(dtypes)}", args.kv_cache_dtype)
+    backend = args.attention_backend
+    backends = allowed.get("--attention-backend", ())
+    if backend is not None and backend.lower() != "auto" and backend.upper() not in backends:
+        raise _validation_error("AttentionConfig", "backend", f"Unknown attention backend: '{backend.upper()}'. "
+                                f"Valid options are: {', '.join(backends)}", backend)
+    if not 0 < args.gpu_memory_utilization <= 1:
+        raise ConfigError("pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig\n"
+                          "gpu_memory_utilization\n  Input should be less than or equal to 1"
+                          if args.gpu_memory_utilization > 1 else
+                          "pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig\n"
+                          "gpu_memory_utilization\n  Input should be greater than 0")
+    limits = args.limit_mm_per_prompt or {}
+    if not isinstance(limits, dict) or not all(isinstance(v, int | dict) for v in limits.values()):
+        raise ConfigError("pydantic_core._pydantic_core.ValidationError: 1 validation error for MultiModalConfig\n"
+                          f"limit_per_prompt\n  Input should be a valid dictionary [input_value={limits!r}]")
+
+
+def _mm_limits(args: argparse.Namespace) -> dict[str, int]:
+    given = args.limit_mm_per_prompt or {}
+    limits = {"image": 999, "video": 999}
+    for modality, value in given.items():
+        limits[modality] = int(value.get("count", 999)) if isinstance(value, dict) else int(value)
+    return limits
+
+
+def _non_default_args(args: argparse.Namespace) -> dict[str, Any]:
+    shown = {}
+    for name, value in vars(args).items():
+        if name in ("subparser", "version") or value in (None, False) or DEFAULTS.get(name) == value:
+            continue
+        shown[name] = "***" if name in SENSITIVE else value
+    return shown
+
+
+def _bind(host: str | None, port: int) -> socket.socket:
+    """Bind without listening: connections are refused until the server is ready (vLLM's setup_server)."""
+    family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host or "", port))
+    return sock
+
+
+def build_engine_settings(args: argparse.Namespace, log: VllmLog) -> EngineSettings:
+    """Model files, memory inputs and knobs for the engine start-up (raises ModelFilesError)."""
+    behaviour = os.environ.get("STANDIN_BEHAVIOUR", "ok")
+    if behaviour not in BEHAVIOURS:
+        raise ConfigError(f"ValueError: unknown STANDIN_BEHAVIOUR {behaviour!r}; one of {', '.join(BEHAVIOURS)}")
+    config: dict[str, Any] = {}
+    try:
+        config = locate_model(args.model, args.revision).config
+    except ModelFilesError:
+        if os.environ.get("STANDIN_REQUIRE_WEIGHTS", "1") != "0":
+            raise
+    layout = layout_from_config(config) if config else GEMMA4_LIKE_LAYOUT
+    limits = _mm_limits(args)
+    memory = MemoryInputs(
+        total_gib=env_float("STANDIN_GPU_MEMORY_GIB", 24),
+        used_by_others_gib=env_float("STANDIN_GPU_USED_GIB", 0),
+        weights_gib=env_float("STANDIN_MODEL_WEIGHTS_GIB", 17.12),
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enforce_eager=bool(args.enforce_eager),
+        images_per_prompt=limits.get("image", 0),
+        videos_per_prompt=limits.get("video", 0),
+        layout=layout,
+        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+    )
+    max_len = args.max_model_len if args.max_model_len is not None else layout.max_position_embeddings
+    default_delay = 60.0 if behaviour == "slow-start" else 2.0
+    return EngineSettings(
+        model=args.model,
+        served_names=tuple(args.served_model_name or [args.model]),
+        architecture=(config.get("architectures") or ["Gemma4ForConditionalGeneration"])[0],
+        max_model_len=max_len,
+        config_max_len=layout.max_position_embeddings,
+        memory=memory,
+        attention_backend=(args.attention_backend.upper() if args.attention_backend
+                           and args.attention_backend.lower() != "auto" else None),
+        max_head_dim=max(layout.full_head_dim, layout.sliding_head_dim),
+        prefix_caching=bool(args.enable_prefix_caching),
+        behaviour=behaviour,
+        ready_delay=env_float("STANDIN_READY_DELAY", default_delay),
+        version=os.environ.get("STANDIN_VLLM_VERSION", "0.33.0"),
+    )
+
+
+def serve(args: argparse.Namespace, log: VllmLog) -> int:
+    """Start-up, then serve until SIGTERM/SIGINT. Returns the exit status."""
+    version = os.environ.get("STANDIN_VLLM_VERSION", "0.33.0")
+    log.info(API_SERVER, "startup.py:38", f"vLLM server version {version}, serving model {args.model}")
+    log.info(API_SERVER, "startup.py:96", f"non-default args: {_non_default_args(args)}")
+    try:
+        sock = _bind(args.host, args.port)
+    except OSError as error:
+        log.raw(API_SERVER, f"OSError: [Errno {error.errno}] {error.strerror}")
+        return 1
+    try:
+        settings = build_engine_settings(args, log)
+    except ModelFilesError as error:
+        log.raw(API_SERVER, "Traceback (most recent call last):\n" + "\n".join(error.lines))
+        return 1
+    except ConfigError as error:
+        log.raw(API_SERVER, str(error))
+        return 1
+    log.info(API_SERVER, "model.py:744", f"Resolved architecture: {settings.architecture}")
+    if settings.max_model_len != -1:
+        log.info(API_SERVER, "model.py:2170", f"Using max model len {settings.max_model_len}")
+    log.info(API_SERVER, "scheduler.py:311",
+             f"Chunked prefill is enabled with max_num_batched_tokens={args.max_num_batched_tokens}.")
+    try:
+        ready = start_engine(log, settings)
+    except EngineStartFailure:
+        return 1
+    api_keys = tuple(k for k in (args.api_key or [os.environ.get("VLLM_API_KEY")]) if k)
+    state = ServingState(
+        limits=ServingLimits(served_names=settings.served_names, max_model_len=ready.max_model_len,
+                             mm_limits=_mm_limits(args), behaviour=settings.behaviour),
+        model_root=args.model,
+        api_keys=api_keys,
+        tokens_per_s=env_float("STANDIN_TOKENS_PER_S", 140),
+        version=version,
+        metrics=Metrics(settings.served_names[0], ready.kv_capacity_tokens),
+        log=log,
+        slots=threading.Semaphore(args.max_num_seqs),
+    )
+    server = StandinHTTPServer(state)
+    server.socket.close()
+    server.socket = sock
+    server.server_address = sock.getsockname()[:2]
+    log.info(API_SERVER, "entry.py:135", "Supported tasks: ['generate']")
+    host = args.host or "0.0.0.0"
+    log.info(API_SERVER, "entry.py:139", f"Starting vLLM server on http://{host}:{args.port}")
+    log.info(API_SERVER, "launcher.py:188", "Available routes are:")
+    for route, methods in (("/health", "GET"), ("/metrics", "GET"), ("/v1/models", "GET"),
+                           ("/version", "GET"), ("/v1/chat/completions", "POST"), ("/v1/completions", "POST")):
+        log.info(API_SERVER, "launcher.py:196", f"Route: {route}, Methods: {methods}")
+    server.server_activate()
+    log.raw(API_SERVER, f"INFO:     Started server process [{os.getpid()}]")
+    log.raw(API_SERVER, "INFO:     Waiting for application startup.")
+    log.raw(API_SERVER, "INFO:     Application startup complete.")
+
+    def stop(_signum: int, _frame: Any) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.serve_forever(poll_interval=0.2)
+    log.raw(API_SERVER, "INFO:     Shutting down")
+    log.raw(API_SERVER, "INFO:     Application shutdown complete.")
+    log.raw(API_SERVER, f"INFO:     Finished server process [{os.getpid()}]")
+    server.server_close()
+    return 0
+
+
+def main(argv: list[str] | None = None, entry: str = "vllm") -> int:
+    """Command-line entry: `vllm ...` (entry='vllm') or `python -m vllm.entrypoints.openai.api_server`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parse_command_line(argv, entry)
+    except (ValueError, ConfigError) as error:
+        print("Traceback (most recent call last):", file=sys.stderr)
+        text = str(error)
+        print(text if isinstance(error, ConfigError) else f"ValueError: {text}", file=sys.stderr)
+        return 1
+    if isinstance(args.limit_mm_per_prompt, str):
+        args.limit_mm_per_prompt = json.loads(args.limit_mm_per_prompt)
+
+    def interrupt_start_up(signum: int, _frame: Any) -> None:
+        # vLLM also installs this before the engine starts; as PID 1 in a container, a signal without
+        # a handler would be ignored and `docker stop` would wait for its timeout.
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, interrupt_start_up)
+    signal.signal(signal.SIGINT, interrupt_start_up)
+    return serve(args, VllmLog())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
