@@ -100,7 +100,7 @@ class ConsoleReporter:
             status = "would change"
         text = Text.assemble((f"{host}", "bold"), " | ", (status, STATUS_STYLE[result.status]), " | ",
                              f"{result.role + ': ' if result.role else ''}{result.task}")
-        if result.summary and result.status == Status.CHANGED:
+        if result.summary and (result.status == Status.CHANGED or result.report):
             text.append(f"  ({REDACTOR(result.summary)})", style="dim")
         if result.status != Status.SKIPPED or not self.live:
             self.print(text)

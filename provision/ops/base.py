@@ -108,6 +108,8 @@ class Operation:
     Args: ClassVar[type[OpArgs]]
     #: True when applying changes what the facts say (a reboot): the runner gathers them again
     refreshes_facts: ClassVar[bool] = False
+    #: True for operations whose summary is the point (debug, memory_plan): shown even when ok
+    reports: ClassVar[bool] = False
 
     def probe(self, args: Any) -> str:
         """Shell snippet whose stdout `plan` parses; "" when the plan needs no state."""

@@ -140,7 +140,8 @@ class PlayOnHost:
             self.notified.extend(n for n in task.notify if n not in self.notified)
         self.register(task, self.registered_value(plan, applied, changed))
         return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK,
-                          summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "")
+                          summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "",
+                          report=op.reports, data=_plain_data(plan.result) if op.reports else {})
 
     def validate(self, task: Task, renderer: Renderer) -> Any:
         op = REGISTRY[task.op]
@@ -193,3 +194,9 @@ class PlayOnHost:
             value.update(applied.result, rc=applied.rc, stdout=applied.stdout, stderr=applied.stderr,
                          stdout_lines=applied.stdout.splitlines())
         return value
+
+
+def _plain_data(result: dict[str, Any]) -> dict[str, Any]:
+    """A reporting operation's result for the JSON document: JSON-safe values only, secrets masked."""
+    return {k: REDACTOR(v) if isinstance(v, str) else v for k, v in result.items()
+            if isinstance(v, str | int | float | bool) or v is None}

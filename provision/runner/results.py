@@ -29,6 +29,8 @@ class TaskResult:
     diff: str = ""
     error: str | None = None
     ignored: bool = False
+    report: bool = False  # the summary is what the task is for: show it even when ok
+    data: dict[str, Any] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -87,6 +89,7 @@ class RunResult:
                             "name": t.task, "role": t.role, "status": str(t.status), "changed": t.changed,
                             "elapsed": round(t.elapsed, 3), "summary": t.summary, "error": t.error,
                             **({"diff": t.diff} if t.diff else {}),
+                            **({"data": t.data} if t.data else {}),
                         }
                         for t in host.tasks
                     ],
