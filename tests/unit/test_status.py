@@ -1,0 +1,54 @@
+import subprocess
+
+from provision.service.endpoint import Endpoint
+from provision.service.release import Layout
+from provision.service.status import drift, parse_metrics, parse_status, status_script
+
+OUTPUT = """@@status unit
+ActiveState=active
+SubState=running
+ActiveEnterTimestampMonotonic=1000000000
+UnitFileState=enabled
+NowMonotonic=1600000000
+@@status record
+{"version": 1, "current": {"id": "abc", "image": "vllm/vllm-openai:v0.21.0-cu129", "flags_fingerprint": "f1"}}
+@@status health
+200
+@@status metrics-1
+vllm:generation_tokens_total{model_name="m"} 1000.0
+vllm:num_requests_running{model_name="m"} 2.0
+@@status metrics-2
+vllm:generation_tokens_total{model_name="m"} 1270.0
+vllm:num_requests_running{model_name="m"} 2.0
+vllm:num_requests_waiting{model_name="m"} 0.0
+vllm:kv_cache_usage_perc{model_name="m"} 0.25
+@@status end
+"""
+
+
+def test_parse_status():
+    status = parse_status(OUTPUT)
+    assert status.state == "active (running)" and status.uptime_s == 600.0
+    assert status.health == "ok" and status.release["id"] == "abc"
+    assert status.tokens_per_s == 270.0 and status.running == 2.0 and status.waiting == 0.0
+    assert status.kv_cache_percent == 25.0 and status.problems == []
+
+
+def test_down_service():
+    status = parse_status("@@status unit\nActiveState=failed\nSubState=failed\n@@status health\n000\n@@status end\n")
+    assert status.health == "down" and status.uptime_s is None and status.tokens_per_s is None
+
+
+def test_drift():
+    release = {"flags_fingerprint": "f1"}
+    assert drift(release, "f1") == "in sync" and drift(release, "f2") == "DRIFT" and drift(None, "f") == "not deployed"
+
+
+def test_metrics_sum_label_sets():
+    assert parse_metrics('a{x="1"} 1\na{x="2"} 2.5\n# HELP a\n') == {"a": 3.5}
+
+
+def test_script_is_valid_bash():
+    script = status_script(Layout("vllm", "/etc/provision/vllm/vllm.env", "/var/lib/provision/vllm"),
+                           Endpoint("vllm", 8000, "/etc/provision/vllm/vllm.env", "m"))
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
