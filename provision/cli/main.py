@@ -7,6 +7,7 @@ Exit status: 0 every host ok, 1 a host failed or was unreachable (or the rollout
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from provision import __version__
-from provision.cli import commands
+from provision.cli import commands, serving
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
@@ -54,10 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_inventory_arguments(facts)
     facts.add_argument("--json", action="store_true", help="print JSON")
     facts.set_defaults(handler=commands.cmd_facts)
+
+    serving.add_commands(subcommands, add_inventory_arguments)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    # paramiko logs every failed attempt with a traceback; retries and errors are reported by us
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
     console = Console(stderr=False)
     errors = Console(stderr=True)
     args = build_parser().parse_args(argv)

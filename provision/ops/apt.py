@@ -265,7 +265,8 @@ class AptOperation(Operation):
             steps.append(f"{APT_GET} {verb}{allow} " + " ".join(map(shell_quote, remove)))
             summary.append(f"{verb} " + " ".join(remove))
         changed_names = {spec.partition("=")[0] for spec in targets}
-        rehold = hold + ([name for name in held if name in changed_names] if args.hold is None else [])
+        # apt-get drops the hold of a held package it installs (--allow-change-held-packages): hold again
+        rehold = hold + ([name for name in held if name in changed_names] if args.hold is not False else [])
         if rehold:
             steps.append("apt-mark hold " + " ".join(map(shell_quote, rehold)))
             if hold:

@@ -25,6 +25,16 @@ class TemplateError(Exception):
     """A template or expression failed to render: the message names the variable or syntax problem."""
 
 
+def _has_template(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, list):
+        return any(_has_template(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_template(item) for item in value.values())
+    return False
+
+
 def _finalize(value: Any) -> Any:
     return value.reveal() if isinstance(value, Secret) else value
 
@@ -68,11 +78,35 @@ def _shquote(value: Any) -> str:
 
 
 class Renderer:
-    """Renders values against one host's variables (vars + facts + registered results)."""
+    """Renders values against one host's variables (vars + facts + registered results).
+
+    A variable whose value is itself a template (`docker_repo_url: "https://.../{{ facts.os.id }}"`)
+    is rendered when the Renderer is made, as Ansible does on use; one that cannot be rendered yet
+    (it names a result registered later) becomes an undefined that explains itself if it is used.
+    """
 
     def __init__(self, env: jinja2.Environment, variables: dict[str, Any]) -> None:
         self.env = env
         self.variables = variables
+        self.variables = self._resolved(variables)
+
+    def _resolved(self, variables: dict[str, Any]) -> dict[str, Any]:
+        templated = [key for key, value in variables.items() if _has_template(value)]
+        resolved = dict(variables)
+        for _ in range(4):  # variables naming templated variables: a few passes reach the fixpoint
+            if not templated:
+                break
+            self.variables = resolved
+            still = []
+            for key in templated:
+                try:
+                    resolved[key] = self.render(variables[key])
+                except (TemplateError, jinja2.TemplateError) as error:
+                    resolved[key] = self.env.undefined(hint=f"variable {key!r} cannot be rendered: {error}",
+                                                       name=key)
+                    still.append(key)
+            templated = still
+        return resolved
 
     def render(self, value: Any) -> Any:
         """Render strings inside any structure; single-expression strings keep their native type."""

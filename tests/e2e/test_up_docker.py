@@ -18,10 +18,10 @@ def fleet(lab, tmp_path_factory):
     hosts = lab.new_hosts(3, prefix="dock")
     registry = lab.registry.address_for_hosts
     inventory = lab.write_inventory(tmp / "inventory.yaml", hosts, docker_insecure_registries=[registry])
-    check = provision("up", str(inventory), "--check", json_path=tmp / "check.json")
+    check = provision("up", str(inventory), "--tags", "docker", "--check", json_path=tmp / "check.json")
     untouched = {h.name: h.exec("test -e /etc/docker/daemon.json || dpkg -s docker.io")[0] for h in hosts}
-    first = provision("up", str(inventory), json_path=tmp / "first.json")
-    second = provision("up", str(inventory), json_path=tmp / "second.json")
+    first = provision("up", str(inventory), "--tags", "docker", json_path=tmp / "first.json")
+    second = provision("up", str(inventory), "--tags", "docker", json_path=tmp / "second.json")
     return {"hosts": hosts, "inventory": inventory, "check": check, "untouched": untouched,
             "first": first, "second": second, "tmp": tmp, "registry": registry}
 
@@ -85,7 +85,8 @@ data["debug"] = True
 data["insecure-registries"].append("mirror.example:5000")
 json.dump(data, open(path, "w"))
 EOF""")
-    run = provision("up", str(fleet["inventory"]), "--limit", host.name, json_path=fleet["tmp"] / "merge.json")
+    run = provision("up", str(fleet["inventory"]), "--tags", "docker", "--limit", host.name,
+                    json_path=fleet["tmp"] / "merge.json")
     assert run.returncode == 0, run.output
     assert run.changed_tasks(host.name) == [], "the user's own settings are kept; nothing to merge"
     daemon_json = host.exec("cat /etc/docker/daemon.json")[1]
@@ -95,7 +96,7 @@ EOF""")
 def test_changed_setting_restarts_docker_once(fleet):
     host = fleet["hosts"][2]
     before = host.exec("systemctl show -p ExecMainStartTimestampMonotonic docker")[1]
-    run = provision("up", str(fleet["inventory"]), "--limit", host.name, "-e",
+    run = provision("up", str(fleet["inventory"]), "--tags", "docker", "--limit", host.name, "-e",
                     '{"docker_daemon_config": {"log-driver": "local"}}', json_path=fleet["tmp"] / "change.json")
     assert run.returncode == 0, run.output
     assert run.changed_tasks(host.name) == ["daemon.json settings merged", "restart docker"]
@@ -105,6 +106,6 @@ def test_changed_setting_restarts_docker_once(fleet):
 
 
 def test_rollout_can_be_limited(fleet):
-    run = provision("up", str(fleet["inventory"]), "--limit", fleet["hosts"][0].name, "--check",
+    run = provision("up", str(fleet["inventory"]), "--tags", "docker", "--limit", fleet["hosts"][0].name, "--check",
                     json_path=Path(fleet["tmp"]) / "limit.json")
     assert list(run.results["hosts"]) == [fleet["hosts"][0].name]

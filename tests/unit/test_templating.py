@@ -39,3 +39,17 @@ def test_secret_is_revealed_for_the_host_but_redacted_for_people():
 
 def test_combine_filter():
     assert renderer(a={"x": 1}).render("{{ a | combine({'y': 2}) }}") == {"x": 1, "y": 2}
+
+
+def test_variables_holding_templates_are_rendered_on_use():
+    r = renderer(base="https://example.org", url="{{ base }}/linux/{{ facts.os }}", facts={"os": "debian"},
+                 urls=["{{ url }}/gpg"])
+    assert r.render("{{ url }}") == "https://example.org/linux/debian"
+    assert r.render("{{ urls[0] }}") == "https://example.org/linux/debian/gpg"
+
+
+def test_a_variable_that_cannot_render_fails_only_when_used():
+    r = renderer(later="{{ not_registered_yet.value }}", fine="x")
+    assert r.render("{{ fine }}") == "x"
+    with pytest.raises(TemplateError, match="later"):
+        r.render("{{ later }}")

@@ -1,0 +1,112 @@
+"""`verify`: check something on the host with a read-only command; never a change.
+
+`cmd` runs in the probe (so a converged host pays no extra round trip), with bash and `pipefail`,
+bounded by `timeout` seconds. Exit 0 means verified: the task is ok and its summary is what the
+command printed (so it doubles as a report: "NVIDIA GeForce RTX 5090 Laptop GPU, 580.95.05").
+A failing check fails the host with `msg` followed by the command's output, except that with
+`defer: true` (the default) the verdict waits for the run: earlier tasks of the same run may create
+what is checked (a driver, a restarted daemon), so in check mode a failing check is reported as
+"would verify" and in a run it is checked again, then passes or fails. `defer: false` fails at
+once, in check mode too: for preflight checks of what no task changes (free disk).
+Keep `cmd` quick and free of side effects: it runs inside the probe that every task shares.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.command import check_bash_syntax, first_line
+from provision.ops.scripting import parse_fields, probe_block
+from provision.secrets import REDACTOR
+
+SUMMARY_LINES = 3
+MESSAGE_TAIL_LINES = 20
+
+
+class VerifyArgs(OpArgs):
+    cmd: str
+    msg: str = ""
+    defer: bool = True
+    timeout: float = Field(default=120, gt=0)
+
+    @field_validator("cmd")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        check_bash_syntax(value)
+        return value
+
+
+def check_script(args: VerifyArgs) -> str:
+    """Bash that runs the check and prints `rc=` and `out=` (its stdout and stderr, base64)."""
+    return (f"rc=0; out=$(timeout {args.timeout:g} bash -o pipefail -c {shell_quote(args.cmd)} 2>&1) || rc=$?\n"
+            'echo "rc=$rc"\n'
+            """echo "out=$(printf '%s' "$out" | base64 -w0)\"""")
+
+
+def parse_check(state: str) -> tuple[int | None, str]:
+    """(exit code or None when the check printed nothing usable, its output)."""
+    fields = parse_fields(state)
+    rc = fields.get("rc", "")
+    try:
+        output = base64.b64decode(fields.get("out", "")).decode(errors="replace")
+    except binascii.Error:
+        output = ""
+    return (int(rc) if rc.lstrip("-").isdigit() else None), output.strip()
+
+
+def describe_failure(args: VerifyArgs, rc: int | None, output: str) -> str:
+    what = args.msg.strip() or f"check failed: {first_line(args.cmd)}"
+    if rc == 124:
+        what += f" (the check timed out after {args.timeout:g}s)"
+    lines = output.splitlines()[-MESSAGE_TAIL_LINES:]
+    return REDACTOR(what + ("\n" + "\n".join(lines) if lines else ""))
+
+
+def success_summary(args: VerifyArgs, output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()][:SUMMARY_LINES]
+    return "; ".join(lines) if lines else f"verified: {first_line(args.cmd)}"
+
+
+@dataclass
+class VerifyPlan(Plan):
+    """A deferred check: apply runs it again and decides."""
+
+    args: VerifyArgs | None = None
+
+
+@register
+class VerifyOperation(Operation):
+    name = "verify"
+    Args = VerifyArgs
+
+    def probe(self, args: VerifyArgs) -> str:
+        return probe_block(check_script(args))
+
+    def plan(self, args: VerifyArgs, facts: Any, state: str) -> Plan:
+        rc, output = parse_check(state)
+        if rc == 0:
+            return Plan.ok(success_summary(args, output), output=output)
+        if not args.defer:
+            raise TaskFailed(describe_failure(args, rc, output))
+        what = args.msg.strip().splitlines()[0] if args.msg.strip() else first_line(args.cmd)
+        command = Command(script=check_script(args), description=f"verify: {first_line(args.cmd)}",
+                          timeout=args.timeout + 30)
+        return VerifyPlan(changed=False, needs_apply=True, commands=[command],
+                          summary=f"checked again in the run; not true yet: {what}", args=args)
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        if not isinstance(plan, VerifyPlan) or plan.args is None:
+            return ApplyResult(changed=False, result=dict(plan.result))
+        result = ctx.conn.run_command(plan.commands[0], check=False)
+        rc, output = parse_check(result.stdout)
+        if rc != 0:
+            raise TaskFailed(describe_failure(plan.args, rc, output or result.stderr.strip()))
+        plan.summary = success_summary(plan.args, output)  # the report, as for a check that passed at once
+        return ApplyResult(changed=False, stdout=output, result={"output": output})

@@ -1,0 +1,110 @@
+"""Fixtures for the GPU e2e tests: the stand-in NVIDIA repositories served to the lab, lab hosts with
+simulated GPU traits, and the inventory a user with an offline mirror would write for them.
+
+The tool reaches the stand-ins only through its repository base-URL settings; the rest of the lab
+inventory turns off what the lab cannot have (kernel headers and DKMS for this machine's kernel,
+which Debian's archive does not carry) and names the lab registry's check image.
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.lab import Lab, LabHost
+from tests.lab.host import Bind
+from tests.lab.net import MACHINE_FROM_HOSTS, free_port
+from tests.standins.nvidia import HostTraits, RepoInfo, build_repo, host_traits_files, host_traits_mounts, serve
+
+FIRST_REPO_PORT = 18765
+CHECK_IMAGE = "standin-gpu-check:1"
+
+
+@pytest.fixture(scope="session")
+def nvidia_repo(lab: Lab) -> Iterator[RepoInfo]:
+    """The stand-in CUDA and container toolkit repositories, served on 127.0.0.1 (10.0.2.2 for hosts)."""
+    port = free_port(FIRST_REPO_PORT, set())
+    info = build_repo(lab.dir / "standin-nvidia-repo", f"http://{MACHINE_FROM_HOSTS}:{port}")
+    server = serve(info.out_dir, port)
+    try:
+        yield info
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def gpu_check_image(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A busybox image with every applet (the stand-in nvidia-smi is a shell script that needs sed,
+    tr, cut, ...), pushed to the lab registry; returns the reference hosts pull it by."""
+    root = tmp_path_factory.mktemp("gpu-check-image") / "root"
+    for folder in ("bin", "etc", "tmp", "proc", "sys", "dev", "run", "usr/bin"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    busybox = root / "bin/busybox"
+    busybox.write_bytes(Path("/bin/busybox").read_bytes())
+    busybox.chmod(0o755)
+    applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout.split()
+    for applet in applets:
+        link = root / "bin" / applet
+        if not link.exists():
+            link.symlink_to("busybox")
+    archive = root.parent / "image.tar"
+    subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
+    subprocess.run(["docker", "import", str(archive), f"provision-test/{CHECK_IMAGE}"], check=True,
+                   capture_output=True)
+    return lab.registry.push(f"provision-test/{CHECK_IMAGE}", CHECK_IMAGE)
+
+
+@pytest.fixture(scope="session")
+def gpu_host(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., LabHost]:
+    """`gpu_host(traits, prefix=...)`: a fresh lab host with the simulated hardware of `traits`
+    (an RTX 5090 Laptop by default). Traits that act at boot (nouveau) are applied as a boot would."""
+    def make(traits: HostTraits | None = None, prefix: str = "gpu") -> LabHost:
+        traits = traits or HostTraits()
+        workdir = tmp_path_factory.mktemp(f"{prefix}-traits")
+        binds = [Bind(str(m.source), m.target, m.read_only) for m in host_traits_mounts(traits, workdir)]
+        host = lab.new_host(prefix=prefix, binds=binds)
+        for item in host_traits_files(traits):
+            data = base64.b64encode(item.content).decode()
+            path = shlex.quote(item.path)
+            rc, out = host.exec(f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path} && "
+                                f"chmod {item.mode:o} {path}")
+            assert rc == 0, out
+        if traits.nouveau_at_boot:  # written after this boot: do what the next boot would
+            rc, out = host.exec("systemctl daemon-reload && systemctl start standin-nouveau.service && "
+                                "test -d /sys/module/nouveau")
+            assert rc == 0, f"nouveau not simulated: {out}"
+        return host
+    return make
+
+
+@pytest.fixture(scope="session")
+def gpu_inventory(lab: Lab, nvidia_repo: RepoInfo, gpu_check_image: str) -> Callable[..., Path]:
+    """`gpu_inventory(path, hosts, host_vars=None, **overrides)`: the fleet inventory a user with
+    offline mirrors writes (only the repository bases differ from NVIDIA's), plus the lab's limits:
+    this machine's kernel has no headers in Debian's archive and the stand-in module needs none."""
+    def write(path: Path, hosts: list[LabHost], host_vars: dict[str, dict[str, Any]] | None = None,
+              **overrides: Any) -> Path:
+        all_vars = {
+            "nvidia_cuda_repo_base": nvidia_repo.cuda_repos_base,
+            "nvidia_container_repo_base": nvidia_repo.container_toolkit_base,
+            "nvidia_kernel_headers": {"debian": [], "ubuntu": []},
+            "nvidia_dkms_packages": [],
+            "docker_insecure_registries": [lab.registry.address_for_hosts],
+            "container_toolkit_check_image": gpu_check_image,
+            **overrides,
+        }
+        lab.write_inventory(path, hosts, **all_vars)
+        if host_vars:
+            document = yaml.safe_load(path.read_text())
+            for name, variables in host_vars.items():
+                document["all"]["hosts"][name].update(variables)
+            path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+    return write

@@ -1,0 +1,131 @@
+"""The GPU roles' files and checks on recorded facts: apt pin, unattended-upgrades, modules, CUDA's
+profile.d entry, the container toolkit's packages and daemon.json check, host tuning switches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.unit.ops_support import plan, script_of
+from tests.unit.test_roles_gpu_support import facts, render_tasks
+
+FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"
+
+
+def content(task: str, **host_vars: object) -> str:
+    return render_tasks(facts(FRESH_DEBIAN), **host_vars)[task].args.content
+
+
+def test_driver_files_pin_hold_out_unattended_upgrades_blacklist_nouveau_and_load_at_boot() -> None:
+    assert "Pin: version 580.*\nPin-Priority: 1000\n" in content("NVIDIA driver pinned to its release")
+    unattended = content("NVIDIA driver kept out of unattended-upgrades")
+    assert 'Unattended-Upgrade::Package-Blacklist {\n    "nvidia-";\n    "libnvidia-";' in unattended
+    assert unattended.endswith('    "cuda-";\n};\n')
+    assert content("nouveau blacklisted").splitlines()[1:] == ["blacklist nouveau", "options nouveau modeset=0"]
+    assert content("NVIDIA modules loaded at boot").splitlines()[1:] == ["nvidia", "nvidia_uvm"]
+
+
+def test_the_initramfs_is_rebuilt_only_while_older_than_the_blacklist(tmp_path) -> None:
+    unless = render_tasks(facts(FRESH_DEBIAN))["initramfs updated for the nouveau blacklist"].args.unless
+    boot, conf = tmp_path / "initrd.img-test", tmp_path / "blacklist-nouveau.conf"
+    tool = tmp_path / "bin" / "update-initramfs"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    script = (unless.replace('/boot/initrd.img-$(uname -r)', str(boot))
+              .replace("/etc/modprobe.d/blacklist-nouveau.conf", str(conf)))
+
+    def skipped() -> bool:
+        env = {"PATH": f"{tool.parent}:/usr/bin:/bin"}
+        return subprocess.run(["bash", "-c", script], env=env, check=False).returncode == 0
+
+    assert skipped()  # no initramfs for the running kernel: nothing to update
+    boot.write_text("old")
+    conf.write_text("blacklist nouveau\n")
+    subprocess.run(["touch", "-d", "1 hour ago", str(boot)], check=True)
+    assert not skipped()  # the blacklist is newer than the initramfs
+    boot.write_text("new")
+    assert skipped()
+
+
+def test_cuda_toolkit_package_path_and_check_or_nothing_when_off() -> None:
+    rendered = render_tasks(facts(FRESH_DEBIAN))
+    assert rendered["CUDA toolkit installed"].args.name == ["cuda-toolkit-12-9"]
+    assert "release 12.9," in rendered["nvcc reports the CUDA version"].args.cmd
+    off = render_tasks(facts(FRESH_DEBIAN), cuda_toolkit_enabled=False)
+    assert all(off[name].skipped for name in (
+        "CUDA toolkit installed", "CUDA on PATH and LD_LIBRARY_PATH", "nvcc reports the CUDA version"))
+
+
+def test_cuda_profile_entry_adds_the_toolkit_once_for_login_shells() -> None:
+    profile = content("CUDA on PATH and LD_LIBRARY_PATH")
+    shell = f"{profile}\n{profile}\nprintf '%s\\n' \"$PATH\" \"$LD_LIBRARY_PATH\""
+    done = subprocess.run(["sh", "-c", shell], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.splitlines() == ["/usr/local/cuda-12.9/bin:/usr/bin:/bin", "/usr/local/cuda-12.9/lib64"]
+
+
+def test_the_four_container_toolkit_packages_are_pinned_together() -> None:
+    rendered = render_tasks(facts(FRESH_DEBIAN), nvidia_container_repo_base="http://mirror.office/libnvidia-container")
+    assert rendered["NVIDIA Container Toolkit installed"].args.name == [
+        "nvidia-container-toolkit=1.18.0-1", "nvidia-container-toolkit-base=1.18.0-1",
+        "libnvidia-container-tools=1.18.0-1", "libnvidia-container1=1.18.0-1"]
+    repo = rendered["NVIDIA Container Toolkit repository"].args
+    assert repo.key_url == "http://mirror.office/libnvidia-container/gpgkey"
+    assert repo.uris == ["http://mirror.office/libnvidia-container/stable/deb/$(ARCH)"] and repo.suites == ["/"]
+    assert repo.keyring_path == "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    newest = render_tasks(facts(FRESH_DEBIAN), nvidia_container_toolkit_version="")
+    assert newest["NVIDIA Container Toolkit installed"].args.name[0] == "nvidia-container-toolkit"
+
+
+def test_nvidia_ctk_runs_only_while_daemon_json_lacks_the_nvidia_runtime(tmp_path) -> None:
+    unless = render_tasks(facts(FRESH_DEBIAN))["docker knows the nvidia runtime"].args.unless
+    daemon_json = tmp_path / "daemon.json"
+    script = unless.replace("/etc/docker/daemon.json", str(daemon_json))
+
+    def configured() -> bool:
+        return subprocess.run(["bash", "-c", script], check=False).returncode == 0
+
+    assert not configured()  # no file yet
+    daemon_json.write_text(json.dumps({"log-driver": "json-file", "runtimes": {"runc-v2": {"path": "x"}}}))
+    assert not configured()
+    # as nvidia-ctk writes it (Go's indented JSON), after the docker role's settings
+    daemon_json.write_text(json.dumps({"log-driver": "json-file", "runtimes": {
+        "nvidia": {"args": [], "path": "nvidia-container-runtime"}}}, indent=4, sort_keys=True))
+    assert configured()
+
+
+def test_the_gpu_in_a_container_is_checked_once_per_run() -> None:
+    quiet = render_tasks(facts(FRESH_DEBIAN), container_toolkit_check_image="10.0.2.2:5000/check:1")
+    assert quiet["a container sees the GPU"].args.cmd == (
+        "docker run --rm --gpus all '10.0.2.2:5000/check:1' nvidia-smi -L")
+    changed = {"container_toolkit_installed": {"changed": True}, "container_toolkit_runtime": {"changed": False}}
+    assert render_tasks(facts(FRESH_DEBIAN), registered=changed)["a container sees the GPU"].skipped
+    handler = render_tasks(facts(FRESH_DEBIAN), handlers=True)["a container sees the GPU after the restart"]
+    assert handler.args.cmd == "docker run --rm --gpus all 'ubuntu:24.04' nvidia-smi -L"
+
+
+def test_host_tuning_items_and_their_switches() -> None:
+    rendered = render_tasks(facts(FRESH_DEBIAN))
+    assert rendered["sleep targets masked"].args.cmd == (
+        "systemctl mask 'sleep.target' 'suspend.target' 'hibernate.target' 'hybrid-sleep.target'")
+    assert rendered["lid switch ignored"].args.dest == "/etc/systemd/logind.conf.d/provision.conf"
+    assert rendered["lid switch ignored"].args.content.splitlines()[1:] == [
+        "[Login]", "HandleLidSwitch=ignore", "HandleLidSwitchExternalPower=ignore", "HandleLidSwitchDocked=ignore"]
+    assert rendered["lid switch ignored"].task.notify == ["restart systemd-logind"]
+    persistence = rendered["GPU persistence mode (nvidia-persistenced running)"].args
+    assert (persistence.name, persistence.enabled, persistence.state) == ("nvidia-persistenced", True, "started")
+    off = render_tasks(facts(FRESH_DEBIAN), host_tuning_mask_sleep=False, host_tuning_ignore_lid_switch=False,
+                       host_tuning_persistence_mode=False)
+    assert all(off[name].skipped for name in ("sleep targets masked", "lid switch ignored",
+                                               "GPU persistence mode (nvidia-persistenced running)"))
+
+
+def test_upgrading_held_driver_packages_holds_them_again() -> None:
+    held = ("pkg=nvidia-driver-cuda\t580.95.05-1\thi \npkg=nvidia-kernel-open-dkms\t580.95.05-1\thi \n"
+            "now=100\nlists_mtime=99\n")
+    result = plan("apt", held, name=["nvidia-driver-cuda=580.105.08-*", "nvidia-kernel-open-dkms=580.105.08-*"],
+                  hold=True)
+    script = script_of(result)
+    assert "--allow-change-held-packages" in script
+    assert script.index("install") < script.index("apt-mark hold 'nvidia-driver-cuda' 'nvidia-kernel-open-dkms'")
