@@ -1,0 +1,163 @@
+"""`provision smoke | rollback | render`: the served model's own commands.
+
+`smoke` and `rollback` run one task file of the serving play (roles/smoke/tasks.yaml,
+roles/vllm/rollback.yaml) through the ordinary runner, with the play's role defaults, the inventory
+and `-e`, so they see exactly the settings `provision up` uses. `render` touches no host: it prints
+the `vllm serve` argument vector each host's service gets, one argument a line, to be checked against
+vLLM's own parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from provision.cli.commands import EXIT_FAILED, EXIT_OK, default_playbook, load_hosts
+from provision.cli.output import ConsoleReporter, recap_table
+from provision.errors import InputError
+from provision.inventory.extra_vars import parse_extra_vars
+from provision.inventory.loader import load_inventory
+from provision.playbook.loader import load_playbook, load_task_file
+from provision.playbook.model import Play, Role
+from provision.playbook.templating import Renderer, TemplateError, make_environment
+from provision.runner.runner import RunConfig, Runner, host_variables
+from provision.secrets import REDACTOR
+from provision.service.argv import FlagError, serve_arguments
+
+SERVING_ROLE = "vllm"
+RELEASE_OP = "vllm_release"
+
+
+def serving_play(plays: list[Play], source: Path) -> Play:
+    """The play that holds the vllm role."""
+    for play in plays:
+        if any(role.name == SERVING_ROLE for role in play.roles):
+            return play
+    raise InputError(f"no play of the playbook has the {SERVING_ROLE!r} role", file=source)
+
+
+def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
+    """A play running only `roles/ROLE/FILE`, with `play`'s hosts, vars and every role's defaults."""
+    role = next((r for r in play.roles if r.name == role_name), None)
+    if role is None:
+        raise InputError(f"the serving play has no {role_name!r} role", file=play.source.file)
+    tasks = load_task_file(role.path / file_name, role.name)
+    if not tasks:
+        raise InputError(f"{role.path / file_name} has no tasks", file=role.path / file_name)
+    only = Role(name=role.name, path=role.path, tasks=tasks, handlers=[], defaults=play.defaults)
+    return Play(name=f"{role_name}/{file_name}", hosts=play.hosts, roles=[only], vars=play.vars, source=play.source)
+
+
+def run_task_file(args: argparse.Namespace, console: Console, role_name: str, file_name: str,
+                  extra: dict[str, Any]) -> tuple[Runner, Any]:
+    inventory, _ = load_hosts(args)
+    playbook = args.playbook or default_playbook()
+    play = task_file_play(serving_play(load_playbook(playbook), playbook), role_name, file_name)
+    config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
+                       extra_vars={**parse_extra_vars(args.extra_vars), **extra})
+    with ConsoleReporter(console) as reporter:
+        runner = Runner(inventory, config, reporter)
+        result = runner.run([play])
+    if args.json_path:
+        result.write_json(args.json_path)
+    return runner, result
+
+
+def _check_cell(check: dict[str, Any] | None) -> Text:
+    if check is None:
+        return Text("-", style="dim")
+    if not check["ok"]:
+        return Text(f"FAILED: {check['problem']}"[:100], style="red")
+    return Text(f"{check['seconds']:.2f}s {check['answer'][:40]!r} ({check['finish_reason']}, {check['tokens']} tok)",
+                style="green")
+
+
+def smoke_table(runner: Runner, result: Any) -> Table:
+    table = Table(title="SMOKE", title_justify="left")
+    for column in ("host", "ready", "text", "vision", "result"):
+        table.add_column(column)
+    for name, host in result.hosts.items():
+        state = runner.states.get(name)
+        checks = state.registered.get("vllm_smoke") if state else None
+        if host.failed or not checks or "smoke" not in checks:
+            error = host.error or next((t.error for t in host.tasks if t.error), "") or "not checked"
+            table.add_row(Text(name, style="red"), "-", "-", "-", Text(REDACTOR(error)[:160], style="red"))
+            continue
+        smoke = checks["smoke"]
+        table.add_row(Text(name, style="green"), f"{checks['ready_seconds']:.0f}s", _check_cell(smoke["text"]),
+                      _check_cell(smoke.get("vision")), Text("ok", style="green"))
+    return table
+
+
+def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
+    runner, result = run_task_file(args, console, "smoke", "tasks.yaml", {"smoke_every_run": True})
+    console.print(smoke_table(runner, result))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
+    _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {})
+    console.print(recap_table(result))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def rendered_arguments(inventory_path: Path, limit: str | None, extra_items: list[str],
+                       playbook: Path) -> dict[str, list[str]]:
+    """Host name -> `vllm serve ...` argv, from the release task's `model` and `flags` (no host touched)."""
+    inventory = load_inventory(inventory_path)
+    extra_vars = parse_extra_vars(extra_items)
+    play = serving_play(load_playbook(playbook), playbook)
+    task = next((t for t in play.tasks if t.op == RELEASE_OP), None)
+    if task is None:
+        raise InputError(f"the serving play has no {RELEASE_OP} task", file=playbook)
+    env = make_environment(play.template_dirs)
+    rendered = {}
+    for host in inventory.select(limit):
+        renderer = Renderer(env, {**host_variables(play, host, extra_vars), "inventory_hostname": host.name,
+                                  "facts": {}})
+        try:
+            model = renderer.render(task.args["model"])
+            flags = renderer.render(task.args["flags"])
+            rendered[host.name] = ["vllm", "serve", *serve_arguments(str(model), flags)]
+        except (TemplateError, FlagError, KeyError) as error:
+            raise InputError(f"host {host.name}: cannot render the vllm serve arguments: {error}",
+                             file=task.source.file, line=task.source.line) from error
+    return rendered
+
+
+def cmd_render(args: argparse.Namespace, console: Console) -> int:
+    rendered = rendered_arguments(args.inventory, args.limit, args.extra_vars, args.playbook or default_playbook())
+    if args.json:
+        console.print_json(json.dumps(rendered))
+        return EXIT_OK
+    for host, argv in rendered.items():
+        console.print(f"# {host}", highlight=False, markup=False)
+        for argument in argv:
+            console.print(REDACTOR(argument), highlight=False, markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add smoke, rollback and render to the CLI's subcommands."""
+    smoke = subcommands.add_parser("smoke", help="wait for the model server, then the text and vision smoke checks")
+    rollback = subcommands.add_parser("rollback", help="serve the previous release again (checked)")
+    for parser, handler in ((smoke, cmd_smoke), (rollback, cmd_rollback)):
+        add_inventory_arguments(parser)
+        parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
+        parser.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+        parser.set_defaults(handler=handler)
+    render = subcommands.add_parser("render", help="print each host's `vllm serve` arguments, one a line")
+    render.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
+    render.add_argument("-l", "--limit", help="hosts or groups (comma-separated, globs, !exclude)")
+    render.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a variable (also @file.yaml or a JSON mapping); repeatable")
+    render.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
+    render.add_argument("--json", action="store_true", help="print {host: [arguments]} as JSON")
+    render.set_defaults(handler=cmd_render)

@@ -1,0 +1,148 @@
+"""`docker_image`: an image present in the host's docker, pulled with progress, its digest known.
+
+Converged means the image is present: a tag is not pulled again (so a run costs no registry round
+trip) unless `force: true`; a reference pinned by digest (`repo@sha256:...`) is converged when that
+digest is present. Pulling streams `docker pull`'s lines into the live view (layers done of layers
+seen). The registered result has `digest` (the repository digest, `sha256:...`), `id` (the image id)
+and `pinned`: the reference by digest (`repo@sha256:...`, or the image id for an image that never
+came from a registry), which is what a service should run, so that a moved tag changes nothing
+until it is pulled on purpose. In check mode an absent image has empty `digest` and `pinned`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import field_validator
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.scripting import parse_fields, probe_block
+from provision.ops.streaming import run_streaming
+
+REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*$", re.IGNORECASE)
+LAYER_LINE = re.compile(r"^([0-9a-f]{12}): (.+)$")
+
+
+class DockerImageArgs(OpArgs):
+    image: str
+    force: bool = False
+
+    @field_validator("image")
+    @classmethod
+    def _reference(cls, value: str) -> str:
+        if not REFERENCE.match(value) or value.endswith((":", "/", "@")):
+            raise ValueError(f"{value!r} is not an image reference like repo/name:tag")
+        return value
+
+
+def split_reference(image: str) -> tuple[str, str | None, str | None]:
+    """`registry:5000/repo/name:tag@sha256:x` -> (`registry:5000/repo/name`, `tag`, `sha256:x`)."""
+    name, _, digest = image.partition("@")
+    tag = None
+    slash, colon = name.rfind("/"), name.rfind(":")
+    if colon > slash:
+        name, tag = name[:colon], name[colon + 1:]
+    return name, tag, digest or None
+
+
+def normalize_repository(name: str) -> str:
+    """Docker Hub names as docker shows them in RepoDigests: no `docker.io/`, no `library/`."""
+    for prefix in ("docker.io/", "index.docker.io/"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name.removeprefix("library/")
+
+
+def pick_digest(image: str, repo_digests: list[str]) -> str:
+    """The digest of `image`'s repository among `repo@sha256:...` entries ("" when none)."""
+    repository = normalize_repository(split_reference(image)[0])
+    for entry in repo_digests:
+        name, _, digest = entry.partition("@")
+        if normalize_repository(name) == repository and digest:
+            return digest
+    return ""
+
+
+def inspect_script(image: str) -> str:
+    template = '{{.Id}} {{range .RepoDigests}}{{.}},{{end}}'
+    return f"""if ! command -v docker >/dev/null 2>&1; then echo docker=missing
+elif out=$(docker image inspect --format {shell_quote(template)} -- {shell_quote(image)} 2>/dev/null)
+then echo present=1; echo "id=${{out%% *}}"; echo "repo_digests=${{out#* }}"
+else echo present=0
+fi"""
+
+
+def image_result(image: str, fields: dict[str, str]) -> dict[str, str]:
+    digests = [d for d in fields.get("repo_digests", "").split(",") if d]
+    digest = pick_digest(image, digests)
+    image_id = fields.get("id", "")
+    pinned = f"{split_reference(image)[0]}@{digest}" if digest else image_id
+    return {"image": image, "digest": digest, "id": image_id, "pinned": pinned}
+
+
+@dataclass
+class PullProgress:
+    """Reads `docker pull` output lines: layers seen and layers done."""
+
+    seen: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)
+
+    def feed(self, line: str) -> bool:
+        """Take one line; True when the counts changed."""
+        match = LAYER_LINE.match(line.strip())
+        if not match:
+            return False
+        layer, status = match.groups()
+        before = (len(self.seen), len(self.done))
+        self.seen.add(layer)
+        if status.startswith(("Pull complete", "Already exists")):
+            self.done.add(layer)
+        return before != (len(self.seen), len(self.done))
+
+
+@dataclass
+class PullPlan(Plan):
+    image: str = ""
+
+
+@register
+class DockerImageOperation(Operation):
+    name = "docker_image"
+    Args = DockerImageArgs
+
+    def probe(self, args: DockerImageArgs) -> str:
+        return probe_block(inspect_script(args.image))
+
+    def plan(self, args: DockerImageArgs, facts: Any, state: str) -> Plan:
+        fields = parse_fields(state)
+        if fields.get("docker") != "missing" and "present" not in fields:
+            raise TaskFailed(f"the image probe printed nothing usable: {state.strip()[:200]!r}")
+        if fields.get("present") == "1" and not args.force:
+            result = image_result(args.image, fields)
+            return Plan.ok(f"{args.image} present ({result['digest'] or result['id']})", **result)
+        why = "forced" if fields.get("present") == "1" else "not present"
+        command = Command(script=f"docker pull -- {shell_quote(args.image)}", description=f"docker pull {args.image}",
+                          timeout=None)
+        return PullPlan(changed=True, commands=[command], summary=f"pull {args.image} ({why})", image=args.image,
+                        result={"image": args.image, "digest": "", "id": "", "pinned": ""})
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        assert isinstance(plan, PullPlan)
+        progress = PullProgress()
+
+        def on_line(line: str) -> None:
+            if progress.feed(line):
+                ctx.progress(f"pulling {plan.image}: {len(progress.done)} of {len(progress.seen)} layers",
+                             len(progress.done), len(progress.seen))
+
+        run_streaming(ctx.conn, plan.commands[0], on_line)
+        inspected = ctx.conn.run(inspect_script(plan.image), sudo=True)
+        fields = parse_fields(inspected.stdout)
+        if fields.get("present") != "1":
+            raise TaskFailed(f"{plan.image} was pulled but docker does not show it: {inspected.stdout[-300:]}")
+        result = image_result(plan.image, fields)
+        plan.summary = f"pulled {plan.image} ({result['digest'] or result['id']})"
+        return ApplyResult(changed=True, result=result)

@@ -1,0 +1,75 @@
+"""`generated_secret`: a random secret made once per host, kept in a root-only file, reused after.
+
+The first run generates it (in the tool, from `secrets.token_urlsafe`), writes it atomically with
+mode 0600, and shows it ONCE, in that task's summary, so the person running the tool can hand it
+to the endpoint's users; every later appearance is `***`. Later runs read it back in the probe and
+register it with the redactor before anything could print it. The registered result's `value` is
+the secret (a Secret when read; plain only in the run that generated it, which is also the run that
+shows it), for templates such as an env file. In check mode a new secret is a placeholder.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.fields import AbsolutePath, FileMode
+from provision.ops.scripting import atomic_write_script, parse_fields, probe_block
+from provision.secrets import Secret
+
+PLACEHOLDER = "(generated when applied)"
+
+
+class GeneratedSecretArgs(OpArgs):
+    path: AbsolutePath
+    length: int = Field(default=32, ge=16, le=256)  # bytes of randomness
+    prefix: str = ""
+    mode: FileMode = "0600"
+
+
+@dataclass
+class GeneratePlan(Plan):
+    args: GeneratedSecretArgs | None = None
+
+
+@register
+class GeneratedSecretOperation(Operation):
+    name = "generated_secret"
+    Args = GeneratedSecretArgs
+
+    def probe(self, args: GeneratedSecretArgs) -> str:
+        path = shell_quote(args.path)
+        return probe_block(f'if [ -s {path} ]; then echo "value=$(base64 -w0 < {path})"; else echo value=; fi')
+
+    def plan(self, args: GeneratedSecretArgs, facts: Any, state: str) -> Plan:
+        fields = parse_fields(state)
+        if "value" not in fields:
+            raise TaskFailed(f"the probe of {args.path} printed nothing usable")
+        if fields["value"]:
+            try:
+                value = base64.b64decode(fields["value"], validate=True).decode().strip()
+            except (binascii.Error, ValueError, UnicodeDecodeError) as error:
+                raise TaskFailed(f"{args.path} does not hold a readable secret ({error})") from error
+            if value:
+                return Plan.ok(f"{args.path} kept", value=Secret(value), generated=False)
+        return GeneratePlan(changed=True, summary=f"generate a new secret into {args.path}",
+                            commands=[Command(script=":", description=f"write {args.path}")],
+                            result={"value": PLACEHOLDER, "generated": True}, args=args)
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        assert isinstance(plan, GeneratePlan) and plan.args is not None
+        args = plan.args
+        value = args.prefix + secrets.token_urlsafe(args.length)
+        script = atomic_write_script(args.path, mode=args.mode or "0600", owner_group="root:root", create_parent=True)
+        ctx.conn.run_command(Command(script=script, data=(value + "\n").encode(), description=f"write {args.path}"))
+        # Shown here once, before anything registers it with the redactor (a template using it will)
+        plan.summary = (f"generated {args.path}: {value}  <- shown once; kept on the host (mode {args.mode}), "
+                        "*** from now on")
+        return ApplyResult(changed=True, result={"value": value, "generated": True})

@@ -1,0 +1,378 @@
+"""`hf_snapshot`: a Hugging Face model repository at a revision, in the host's HF cache, verified.
+
+The files land in huggingface_hub's own cache layout, so vLLM (or any HF client) in a container that
+mounts the cache finds them without network:
+    CACHE/models--ORG--NAME/blobs/<etag>                    the content (etag: LFS sha256, else git blob sha1)
+    CACHE/models--ORG--NAME/snapshots/<commit>/<path>       relative symlink to ../../blobs/<etag>
+    CACHE/models--ORG--NAME/refs/<revision>                 the commit (branches and tags only)
+The download runs ON the host with curl (the host reaches the hub; the tool's machine may not), one
+file at a time to `blobs/<etag>.part` with `curl -C -`, so an interrupted download (a killed run, a
+dropped connection) resumes where it stopped; a file is renamed into place only after its size and
+hash match the hub's file list. The token never appears in an argument vector: curl reads its header
+from a config on stdin, written by the `printf` builtin. A lock keeps two runs from writing the same
+files. Progress (bytes so far of the total) shows in the live view.
+
+Converged costs one probe: a revision that is a commit sha needs no network at all when its
+snapshot is complete (a manifest beside the cache, `DIR/.provision/models--ORG--NAME/<commit>.manifest`,
+lists every file and size, checked by `stat`); a branch or tag costs one API call (`GET
+/api/models/REPO/revision/REV?blobs=true`). When the hub cannot be reached but the revision's snapshot
+is complete, the cached snapshot is used (and said so). The registered result holds `commit`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote as url_quote
+
+from pydantic import Field, field_validator
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.fields import AbsolutePath
+from provision.ops.scripting import parse_fields, parse_records, probe_block
+from provision.ops.streaming import ProgressThrottle, run_streaming
+from provision.secrets import Secret
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+MIB = 1024 * 1024
+
+
+class HfSnapshotArgs(OpArgs):
+    repo: str
+    revision: str = "main"
+    cache_dir: AbsolutePath
+    endpoint: str = "https://huggingface.co"
+    token: Secret | None = None
+    attempts: int = Field(default=3, ge=1, le=20)
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, value: str) -> str:
+        if not REPO_ID.match(value):
+            raise ValueError(f"{value!r} is not a repository id like org/name")
+        return value
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, value: str) -> str:
+        if not value or any(c.isspace() for c in value) or ".." in value or value.startswith("/"):
+            raise ValueError(f"{value!r} is not a revision (branch, tag or commit)")
+        return value
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint must start with http:// or https://, not {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _token(cls, value: object) -> Secret | None:
+        if value in (None, ""):
+            return None
+        return value if isinstance(value, Secret) else Secret(str(value))
+
+    @property
+    def storage(self) -> str:
+        return posixpath.join(self.cache_dir, "models--" + self.repo.replace("/", "--"))
+
+    @property
+    def manifests(self) -> str:
+        """Beside the cache, not in it (huggingface_hub's cache scan would call a stranger corrupt)."""
+        return posixpath.join(posixpath.dirname(self.cache_dir), ".provision", posixpath.basename(self.storage))
+
+    @property
+    def is_commit(self) -> bool:
+        return bool(COMMIT.match(self.revision))
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    path: str
+    size: int
+    etag: str
+    kind: str  # "sha256" (LFS) or "git" (git blob sha1)
+
+    def link_target(self) -> str:
+        """The snapshot symlink's target, relative to the link's folder."""
+        return "../" * (2 + self.path.count("/")) + f"blobs/{self.etag}"
+
+
+@dataclass
+class DownloadPlan(Plan):
+    """What apply downloads: the files still missing (with progress totals)."""
+
+    args: HfSnapshotArgs | None = None
+    commit: str = ""
+    files: list[RepoFile] = field(default_factory=list)
+    missing: list[RepoFile] = field(default_factory=list)
+
+
+def auth_function(token: Secret | None) -> str:
+    """Bash `auth`: prints curl's header config (a builtin: the token is in no argument vector)."""
+    if token is None:
+        return "auth() { :; }"
+    header = f'header = "Authorization: Bearer {token.reveal()}"'
+    return f"auth() {{ printf '%s\\n' {shell_quote(header)}; }}"
+
+
+def api_url(args: HfSnapshotArgs) -> str:
+    return f"{args.endpoint}/api/models/{args.repo}/revision/{url_quote(args.revision, safe='')}?blobs=true"
+
+
+def file_url(args: HfSnapshotArgs, commit: str, path: str) -> str:
+    return f"{args.endpoint}/{args.repo}/resolve/{commit}/{url_quote(path)}"
+
+
+def probe_script(args: HfSnapshotArgs) -> str:
+    storage, manifests = shell_quote(args.storage), shell_quote(args.manifests)
+    commit = f"commit={shell_quote(args.revision)}" if args.is_commit else \
+        f"commit=$(cat -- {storage}/refs/{shell_quote(args.revision)} 2>/dev/null)"
+    return f"""{commit}
+echo "ref=$commit"
+complete=0
+if [ -n "$commit" ] && [ -f {manifests}/"$commit.manifest" ]; then
+  complete=1
+  while IFS=$'\\t' read -r size path; do
+    [ -n "$path" ] || continue
+    if [ "$(stat -L -c %s -- {storage}/snapshots/"$commit/$path" 2>/dev/null)" != "$size" ]; then complete=0; break; fi
+  done < {manifests}/"$commit.manifest"
+fi
+echo "complete=$complete"
+if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
+  if command -v curl >/dev/null 2>&1; then
+    {auth_function(args.token)}
+    out=$(mktemp); err=$(mktemp)
+    code=$(auth | curl -sS -K - --connect-timeout 15 --max-time 60 -o "$out" -w '%{{http_code}}' \\
+      {shell_quote(api_url(args))} 2>"$err")
+    echo "api_status=$code"
+    echo "api_body=$(base64 -w0 < "$out")"
+    echo "api_error=$(head -c 500 "$err" | base64 -w0)"
+    rm -f -- "$out" "$err"
+  else
+    echo "api_status=nocurl"
+  fi
+fi
+[ -d {storage}/blobs ] && find {storage}/blobs -maxdepth 1 -type f -printf 'blob=%f\\t%s\\n'
+d={shell_quote(args.cache_dir)}; while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done
+echo "avail=$(df -PB1 -- "$d" | awk 'NR == 2 {{ print $4 }}')"
+"""
+
+
+def _b64(value: str) -> str:
+    try:
+        return base64.b64decode(value, validate=True).decode(errors="replace")
+    except (binascii.Error, ValueError):
+        return ""
+
+
+def parse_file_list(body: str) -> tuple[str, list[RepoFile]]:
+    """(commit, files) from the hub's model info with `?blobs=true`."""
+    try:
+        info = json.loads(body)
+        commit = str(info["sha"])
+        files = []
+        for sibling in info["siblings"]:
+            lfs = sibling.get("lfs") or None
+            etag = str(lfs["sha256"]) if lfs else str(sibling["blobId"])
+            files.append(RepoFile(path=str(sibling["rfilename"]), size=int(sibling["size"]), etag=etag,
+                                  kind="sha256" if lfs else "git"))
+    except (ValueError, KeyError, TypeError) as error:
+        raise TaskFailed(f"the hub's file list is not what was expected ({error}): {body[:200]!r}") from error
+    if not COMMIT.match(commit):
+        raise TaskFailed(f"the hub answered commit {commit!r}, which is not a commit sha")
+    for repo_file in files:
+        if repo_file.path.startswith("/") or ".." in repo_file.path.split("/") or "\t" in repo_file.path \
+                or "\n" in repo_file.path:
+            raise TaskFailed(f"the hub listed a file name that cannot be stored safely: {repo_file.path!r}")
+    return commit, files
+
+
+def api_failure(args: HfSnapshotArgs, status: str, error: str, body: str) -> str:
+    if status == "nocurl":
+        return "curl is not installed on the host (it downloads the weights)"
+    if status in ("", "000"):
+        return f"cannot reach {args.endpoint} from the host: {error.strip() or 'no answer'}"
+    if status in ("401", "403"):
+        hint = "the token was refused" if args.token else "set hf_token (a token with access to the repository)"
+        return f"the hub refused access to {args.repo} (HTTP {status}): {hint}"
+    if status == "404":
+        return f"{args.repo} at revision {args.revision!r} was not found on {args.endpoint} (HTTP 404)"
+    return f"the hub answered HTTP {status} for {args.repo}: {body.strip()[:200]}"
+
+
+@register
+class HfSnapshotOperation(Operation):
+    name = "hf_snapshot"
+    Args = HfSnapshotArgs
+
+    def probe(self, args: HfSnapshotArgs) -> str:
+        return probe_block(probe_script(args))
+
+    def plan(self, args: HfSnapshotArgs, facts: Any, state: str) -> Plan:
+        fields = parse_fields(state)
+        if "complete" not in fields:
+            raise TaskFailed(f"the weights probe printed nothing usable: {state.strip()[:200]!r}")
+        local_commit, complete = fields.get("ref", ""), fields.get("complete") == "1"
+        status = fields.get("api_status")
+        result = {"repo": args.repo, "revision": args.revision}
+        if complete and (status is None or (status != "200" and local_commit)):
+            offline = "" if status is None else \
+                f" ({api_failure(args, status, _b64(fields.get('api_error', '')), '')}; using the cached snapshot)"
+            return Plan.ok(f"{args.repo}@{local_commit[:12]} complete{offline}", **result, commit=local_commit,
+                           snapshot=posixpath.join(args.storage, "snapshots", local_commit))
+        body = _b64(fields.get("api_body", ""))
+        if status == "nocurl":
+            # only before an earlier task of the run installs curl (check mode on a fresh host)
+            message = api_failure(args, status, "", "")
+            return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} (file list not read: "
+                                f"{message})", result={**result, "commit": ""}, args=args,
+                                commands=[Command(script=f"echo {shell_quote(message)} >&2; exit 1",
+                                                  description=f"download {args.repo}")])
+        if status != "200":
+            raise TaskFailed(api_failure(args, status or "", _b64(fields.get("api_error", "")), body))
+        commit, files = parse_file_list(body)
+        result.update(commit=commit, snapshot=posixpath.join(args.storage, "snapshots", commit))
+        if complete and local_commit == commit:
+            return Plan.ok(f"{args.repo}@{commit[:12]} complete", **result)
+        blobs = dict(record.split("\t", 1) for record in parse_records(state, "blob") if "\t" in record)
+        missing = [f for f in files if blobs.get(f.etag) != str(f.size)]
+        resumable = sum(min(int(blobs.get(f"{f.etag}.part", "0") or 0), f.size) for f in missing)
+        needed = sum(f.size for f in missing) - resumable
+        avail = fields.get("avail", "")
+        if avail.isdigit() and needed > int(avail):
+            raise TaskFailed(f"not enough disk for {args.repo}: {needed / MIB:.0f} MiB to download, "
+                             f"{int(avail) / MIB:.0f} MiB free under {args.cache_dir}")
+        if missing:
+            summary = (f"download {len(missing)} of {len(files)} files of {args.repo}@{commit[:12]} "
+                       f"({needed / MIB:.1f} MiB" + (f", resuming after {resumable / MIB:.1f} MiB" if resumable else "")
+                       + ")")
+        else:
+            summary = f"link the snapshot of {args.repo}@{commit[:12]} (all files present)"
+        command = Command(script=download_script(args, commit, files, missing), data=manifest(files),
+                          description=f"download {args.repo}@{commit[:12]}")
+        return DownloadPlan(changed=True, commands=[command], summary=summary, result=result, args=args,
+                            commit=commit, files=files, missing=missing)
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        assert isinstance(plan, DownloadPlan) and plan.args is not None
+        if not plan.files:
+            return super().apply(ctx, plan)
+        total = sum(f.size for f in plan.files)
+        repo = plan.args.repo
+        throttle = ProgressThrottle(ctx.progress)
+        current = {"file": ""}
+
+        def on_line(line: str) -> None:
+            key, _, value = line.partition("=")
+            if key == "file":
+                current["file"] = value
+            elif key == "progress" and value.isdigit():
+                done = int(value)
+                throttle(f"downloading {repo} ({current['file']}): {done / MIB:.0f} of {total / MIB:.0f} MiB",
+                         done, total)
+
+        run_streaming(ctx.conn, plan.commands[0], on_line)
+        return ApplyResult(changed=True, result=dict(plan.result))
+
+
+def manifest(files: list[RepoFile]) -> bytes:
+    """The snapshot's manifest: `size<TAB>path` lines (what the probe checks with stat)."""
+    return "".join(f"{f.size}\t{f.path}\n" for f in files).encode()
+
+
+FETCH_FUNCTION = r"""fetch() {  # etag size kind url path
+  local blob="$storage/blobs/$1" part="$storage/blobs/$1.part" size=$2 attempt=0 have rc got sum
+  if [ -f "$blob" ] && [ "$(stat -c %s -- "$blob")" = "$size" ]; then return 0; fi
+  while :; do
+    attempt=$((attempt + 1))
+    have=$(stat -c %s -- "$part" 2>/dev/null || echo 0)
+    if [ "$have" -gt "$size" ]; then rm -f -- "$part"; have=0; fi
+    if [ "$have" -lt "$size" ]; then
+      auth | curl -sS -f -L -K - -C - --connect-timeout 20 --speed-limit 1024 --speed-time 60 \
+        -o "$part" "$4" 2>"$errors" &
+      curl_pid=$!
+      while kill -0 "$curl_pid" 2>/dev/null; do
+        echo "progress=$((done_bytes + $(stat -c %s -- "$part" 2>/dev/null || echo 0)))"
+        for _ in 1 2 3 4 5; do sleep 0.2; kill -0 "$curl_pid" 2>/dev/null || break; done
+      done
+      rc=0; wait "$curl_pid" || rc=$?; curl_pid=''
+      if [ "$rc" -ne 0 ]; then
+        if [ "$attempt" -lt "$attempts" ]; then echo "retry=$5"; sleep 2; continue; fi
+        echo "downloading $5 failed (curl exit $rc): $(head -c 500 "$errors")" >&2
+        return 1
+      fi
+    fi
+    got=$(stat -c %s -- "$part" 2>/dev/null || echo 0)
+    if [ "$got" != "$size" ]; then
+      rm -f -- "$part"
+      if [ "$attempt" -lt "$attempts" ]; then continue; fi
+      echo "downloading $5 failed: $got bytes, the hub lists $size" >&2
+      return 1
+    fi
+    if [ "$3" = sha256 ]; then
+      sum=$(sha256sum < "$part" | cut -d' ' -f1)
+    else
+      sum=$({ printf 'blob %s\0' "$size"; cat -- "$part"; } | sha1sum | cut -d' ' -f1)
+    fi
+    if [ "$sum" != "$1" ]; then
+      rm -f -- "$part"
+      if [ "$attempt" -lt "$attempts" ]; then continue; fi
+      echo "downloading $5 failed: its hash $sum is not the hub's $1" >&2
+      return 1
+    fi
+    mv -f -- "$part" "$blob"
+    return 0
+  done
+}"""
+
+
+def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], missing: list[RepoFile]) -> str:
+    """Bash that fetches the missing files (printing `file=` and `progress=` lines), links every file
+    into the snapshot, writes the manifest (payload on fd 3) and, for a branch or tag, the ref."""
+    missing_etags = {f.etag for f in missing}
+    snapshot = f'"$storage/snapshots/{commit}"'
+    lines = [
+        f"storage={shell_quote(args.storage)}; manifests={shell_quote(args.manifests)}; attempts={args.attempts}",
+        f"done_bytes={sum(f.size for f in files if f.etag not in missing_etags)}",
+        f'mkdir -p -- "$storage/blobs" {snapshot} "$storage/refs" "$manifests"',
+        'exec 9>"$manifests/lock"',
+        'if ! flock -n 9; then echo "waiting for another download of this repository on the host" >&2; '
+        'flock -w 3600 9; fi',
+        auth_function(args.token),
+        'errors=$(mktemp); curl_pid=""',
+        # a vanished tool (killed, connection lost) breaks stdout: stop curl and leave the .part
+        """trap 'if [ -n "$curl_pid" ]; then kill "$curl_pid" 2>/dev/null; fi; rm -f -- "$errors"' EXIT""",
+        "trap 'exit 141' PIPE; trap 'exit 143' TERM HUP INT",
+        FETCH_FUNCTION,
+    ]
+    fetched: set[str] = set()
+    for repo_file in files:
+        path = shell_quote(repo_file.path)
+        if repo_file.etag in missing_etags and repo_file.etag not in fetched:
+            fetched.add(repo_file.etag)
+            lines.append(f"echo file={path}")
+            lines.append(f"fetch {repo_file.etag} {repo_file.size} {repo_file.kind} "
+                         f"{shell_quote(file_url(args, commit, repo_file.path))} {path}")
+            lines.append(f'done_bytes=$((done_bytes + {repo_file.size})); echo "progress=$done_bytes"')
+        folder = posixpath.dirname(repo_file.path)
+        if folder:
+            lines.append(f"mkdir -p -- {snapshot}/{shell_quote(folder)}")
+        lines.append(f"ln -sfn -- {shell_quote(repo_file.link_target())} {snapshot}/{path}")
+    lines.append(f'tmp=$(mktemp -- "$manifests/.manifest.XXXXXX"); cat <&3 > "$tmp"; '
+                 f'mv -f -- "$tmp" "$manifests/{commit}.manifest"')
+    if not args.is_commit:
+        ref = shell_quote(args.revision)
+        lines.append(f'mkdir -p -- "$(dirname -- "$storage/refs/"{ref})"')
+        lines.append(f'tmp=$(mktemp -- "$storage/refs/.ref.XXXXXX"); printf %s {commit} > "$tmp"; '
+                     f'mv -f -- "$tmp" "$storage/refs/"{ref}')
+    lines.append("echo done=1")
+    return "\n".join(lines)

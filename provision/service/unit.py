@@ -1,0 +1,130 @@
+"""The systemd unit that runs a container in the foreground, and its docker env file.
+
+One unit shape for a long-running GPU container (REFERENCE.md §5): after and requiring docker,
+`Restart=always` with a start-rate limit (a bad flag must not loop forever), a stale container
+removed before each start, a bounded stop, and the image pinned by digest so that the unit names
+exactly what runs. Pulling happens before (the `docker_image` operation), never in ExecStart.
+Secrets live only in the env file (mode 0600) that `docker run --env-file` reads; the command line,
+which `ps` shows, carries none.
+
+ExecStart words are quoted for systemd (not for a shell): `%` is doubled (specifiers), `$` doubled
+(variable expansion), and a word with quotes, backslashes, spaces or `;` is single-quoted with
+C-style escapes, which systemd removes when it splits the line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from provision.secrets import Secret
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NEEDS_QUOTES = re.compile(r"""[\s"'\\;]""")
+
+
+def systemd_word(word: str) -> str:
+    """One ExecStart word, escaped so systemd's own splitting gives back exactly `word`."""
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    if escaped and not NEEDS_QUOTES.search(escaped):
+        return escaped
+    return "'" + escaped.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass(frozen=True)
+class ContainerUnit:
+    """What the unit runs: `docker run --rm --name NAME [options] IMAGE [arguments]`."""
+
+    name: str
+    description: str
+    image: str
+    arguments: list[str]
+    run_options: list[str] = field(default_factory=list)
+    ports: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)
+    env_file: str | None = None
+    docker: str = "/usr/bin/docker"
+    restart_sec: int = 10
+    start_limit_interval_s: int = 900
+    start_limit_burst: int = 5
+    start_timeout_s: int = 1200
+    stop_timeout_s: int = 30
+
+    def run_argv(self) -> list[str]:
+        """The ExecStart command as an argument vector."""
+        return [word for line in self.exec_lines() for word in line]
+
+    def exec_lines(self) -> list[list[str]]:
+        """The ExecStart words grouped as the unit file shows them: an option with its values a line."""
+        lines = [[self.docker, "run", "--rm", "--name", self.name]]
+        if self.env_file:
+            lines.append(["--env-file", self.env_file])
+        lines += group_options(self.run_options)
+        lines += [["-p", port] for port in self.ports]
+        lines += [["-v", volume] for volume in self.volumes]
+        lines.append([self.image])
+        positional = [word for word in self.arguments[:1] if not word.startswith("-")]
+        if positional:
+            lines.append(positional)
+        lines += group_options(self.arguments[len(positional):])
+        return lines
+
+
+def group_options(words: list[str]) -> list[list[str]]:
+    """`--a 1 --b --c x y` -> [[--a, 1], [--b], [--c, x, y]] (for display only)."""
+    groups: list[list[str]] = []
+    for word in words:
+        if word.startswith("--") or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return groups
+
+
+def _exec_text(lines: list[list[str]]) -> str:
+    """ExecStart's value: one group of words a line, joined by systemd's line continuation."""
+    return " \\\n    ".join(" ".join(systemd_word(word) for word in line) for line in lines)
+
+
+def render_unit(unit: ContainerUnit) -> str:
+    """The unit file's text."""
+    container = systemd_word(unit.name)
+    docker = systemd_word(unit.docker)
+    return f"""# Written by provision: changes here are replaced on the next run.
+[Unit]
+Description={unit.description}
+After=docker.service network-online.target
+Requires=docker.service
+Wants=network-online.target
+StartLimitIntervalSec={unit.start_limit_interval_s}
+StartLimitBurst={unit.start_limit_burst}
+
+[Service]
+Type=simple
+Restart=always
+RestartSec={unit.restart_sec}
+TimeoutStartSec={unit.start_timeout_s}
+TimeoutStopSec={unit.stop_timeout_s + 30}
+ExecStartPre=-{docker} rm -f {container}
+ExecStart={_exec_text(unit.exec_lines())}
+ExecStop={docker} stop -t {unit.stop_timeout_s} {container}
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def render_env_file(env: Mapping[str, str | Secret]) -> str:
+    """docker's --env-file text: `NAME=value` lines, taken literally (no quotes, no expansion).
+    Empty values are left out; a value with a newline cannot be written and is refused."""
+    lines = ["# Written by provision (mode 0600): secrets for the container, read by docker run --env-file."]
+    for name, value in env.items():
+        if not ENV_NAME.match(name):
+            raise ValueError(f"environment variable name {name!r} is not valid")
+        text = value.reveal() if isinstance(value, Secret) else str(value)
+        if "\n" in text or "\r" in text:
+            raise ValueError(f"environment variable {name} has a line break, which an env file cannot hold")
+        if text:
+            lines.append(f"{name}={text}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,372 @@
+"""`provision up` to a served, checked model on a lab laptop: weights from the stand-in hub, the
+stand-in vLLM image from the lab registry, the unit, readiness, text and vision smoke; reruns that
+change nothing; a flag change that restarts once; failing upgrades (a fatal log line, a wrong vision
+answer) rolled back; `provision rollback`, `smoke` and `render`; secrets nowhere.
+
+The host is a simulated RTX 5090 laptop whose GPU stack the tool itself provisions (the GPU roles of
+site.yaml, via the shared gpu_host/gpu_inventory fixtures), so the first run is a whole `provision up`.
+The steps build on each other through module fixtures, so any single test can run alone.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import Run, provision
+from tests.lab import Lab, LabHost
+from tests.lab.net import MACHINE_FROM_HOSTS
+from tests.standins.hub.cli import RunningHub, start_hub
+from tests.standins.hub.server import HubOptions, read_request_log
+from tests.standins.nvidia import HostTraits
+from tests.standins.vllm.build import build_images
+from tests.standins.vllm.server import parse_command_line
+
+pytestmark = pytest.mark.lab
+
+MIB = 1024 * 1024
+REPO = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
+SERVED = "workhorse"
+HF_TOKEN = "hf_standin_" + secrets.token_hex(12)
+SERVING = "model,vllm,smoke"
+RELEASE_TASK = "vLLM service released and checked"
+KEY_FILE = "/etc/provision/vllm/api-key"
+UNIT = "/etc/systemd/system/vllm.service"
+# fast stand-ins: ready a second after start, 2000 tokens/s
+STANDIN_ENV = {"STANDIN_READY_DELAY": "1", "STANDIN_TOKENS_PER_S": "2000"}
+
+
+def sh(host: LabHost, command: str) -> str:
+    rc, output = host.exec(command)
+    assert rc == 0, f"{command}: {output}"
+    return output.strip()
+
+
+def started_at(host: LabHost) -> str:
+    return sh(host, "docker inspect -f '{{.State.StartedAt}}' vllm")
+
+
+@pytest.fixture(scope="session")
+def vllm_images(lab: Lab) -> dict[str, str]:
+    """The stand-in vLLM variants the tests deploy, pushed to the lab registry (hosts' references)."""
+    return build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
+                        behaviours=("ok", "cuda-oom", "wrong-vision"), env=STANDIN_ENV, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningHub]:
+    """The stand-in hub (token required), reached by lab hosts as 10.0.2.2:PORT."""
+    tmp = tmp_path_factory.mktemp("hub")
+    running = start_hub(tmp / "repo", shard_size=2 * MIB, shards=2,
+                        options=HubOptions(token=HF_TOKEN, request_log=tmp / "requests.jsonl"))
+    yield running
+    running.stop()
+
+
+def hub_endpoint(hub: RunningHub) -> str:
+    return f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}"
+
+
+class Laptop:
+    """The host, its inventory and every run made against it (for the secrets check at the end)."""
+
+    def __init__(self, host: LabHost, tmp: Path, write_inventory: Any, base_vars: dict[str, Any]) -> None:
+        self.host = host
+        self.tmp = tmp
+        self.write_inventory = write_inventory
+        self.base_vars = base_vars
+        self.runs: list[Run] = []
+        self.timings: list[str] = []
+        self.inventory = self.set_vars()
+
+    def set_vars(self, **overrides: Any) -> Path:
+        self.inventory = self.write_inventory(self.tmp / "inventory.yaml", [self.host], **{**self.base_vars,
+                                                                                          **overrides})
+        return self.inventory
+
+    def run(self, *args: str, name: str) -> Run:
+        started = time.monotonic()
+        run = provision(*args, json_path=self.tmp / f"{name}.json")
+        (self.tmp / f"{name}.out").write_text(run.output)
+        host = (run.results or {}).get("hosts", {}).get(self.host.name, {})
+        self.timings.append(f"{name}: {time.monotonic() - started:.1f}s, exit {run.returncode}, "
+                            f"changed {host.get('changed')}, round trips {host.get('round_trips')}")
+        self.runs.append(run)
+        return run
+
+    def up(self, name: str, *args: str) -> Run:
+        return self.run("up", str(self.inventory), *args, name=name)
+
+
+@pytest.fixture(scope="module")
+def laptop(gpu_host, gpu_inventory, vllm_images, hub, tmp_path_factory) -> Iterator[Laptop]:
+    tmp = tmp_path_factory.mktemp("serving")
+    host = gpu_host(HostTraits(), prefix="serve")
+    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "vllm_image": vllm_images["ok"],
+            "served_model_name": SERVED, "vllm_ready_timeout": 180, "smoke_timeout": 60}
+    laptop = Laptop(host, tmp, gpu_inventory, base)
+    yield laptop
+    print("\nserving runs:\n  " + "\n  ".join(laptop.timings))  # shown with -s
+
+
+@pytest.fixture(scope="module")
+def served(laptop: Laptop) -> dict[str, Any]:
+    """`provision up --check` of a fresh laptop, the whole `provision up`, then a rerun."""
+    check = laptop.up("check", "--check")
+    first = laptop.up("first")
+    key = sh(laptop.host, f"cat {KEY_FILE}") if first.returncode == 0 else ""
+    start_1 = started_at(laptop.host) if first.returncode == 0 else ""
+    second = laptop.up("second")
+    return {"check": check, "first": first, "second": second, "key": key, "start_1": start_1,
+            "start_2": started_at(laptop.host)}
+
+
+def test_first_up_downloads_pulls_starts_and_passes_both_smoke_checks(served, laptop, hub, vllm_images):
+    first, host = served["first"], laptop.host
+    assert first.returncode == 0, first.output
+    changed = first.changed_tasks(host.name)
+    assert {"model weights downloaded and verified", "vLLM image pulled", RELEASE_TASK} <= set(changed)
+    release = next(t for t in first.host(host.name)["tasks"] if t["name"] == RELEASE_TASK)
+    assert "first release" in release["summary"]
+    assert "text " in release["summary"] and "vision " in release["summary"] and "'Red." in release["summary"]
+    # every file of the repository, each fetched once, with the token
+    gets = [r for r in hub.state.requests if "/resolve/" in r["path"] and r["method"] == "GET"]
+    assert sorted(r["path"].rsplit("/", 1)[1] for r in gets) == sorted(f.path for f in hub.repository.files)
+    assert {r["authorization"] for r in hub.state.requests} == {"valid"}
+    assert sh(host, "systemctl is-active vllm; systemctl is-enabled vllm").split() == ["active", "enabled"]
+    image = sh(host, "docker inspect -f '{{.Config.Image}}' vllm")
+    assert image.startswith(vllm_images["ok"].rsplit(":", 1)[0] + "@sha256:"), "the unit runs the image by digest"
+    record = json.loads(sh(host, "cat /var/lib/provision/vllm/release.json"))
+    assert record["current"]["pinned_image"] == image and record["previous"] is None
+    assert record["current"]["weights"] == {"repo": REPO, "revision": "main", "commit": hub.repository.commit}
+
+
+def serving_tasks(run: Run, host: str) -> list[str]:
+    return [t["name"] for t in run.host(host)["tasks"] if t["changed"] and t["role"] in ("model", "vllm", "smoke")]
+
+
+def test_check_mode_predicts_the_serving_changes_exactly(served, laptop):
+    check, name = served["check"], laptop.host.name
+    assert check.returncode == 0, check.output
+    assert serving_tasks(check, name) == serving_tasks(served["first"], name) == [
+        "model weights downloaded and verified", "vLLM image pulled", "vLLM API key generated once and kept",
+        RELEASE_TASK]
+
+
+def test_the_unit_is_the_seed_configuration(served, laptop):
+    assert served["first"].returncode == 0
+    unit = sh(laptop.host, f"cat {UNIT}")
+    for line in ("Restart=always", "StartLimitBurst=5", "ExecStartPre=-/usr/bin/docker rm -f vllm",
+                 "ExecStop=/usr/bin/docker stop -t 30 vllm", "--gpus all", "--ipc=host", "-p 8000:8000",
+                 "-v /var/lib/provision/huggingface:/root/.cache/huggingface",
+                 "--env-file /etc/provision/vllm/vllm.env",
+                 f"{REPO} \\", "--revision main", "--max-model-len 131072", "--attention-backend TRITON_ATTN",
+                 "--kv-cache-dtype fp8",
+                 "--limit-mm-per-prompt '{\"image\":1,\"video\":0}'", "--enable-prefix-caching"):
+        assert line in unit, f"{line!r} not in the unit:\n{unit}"
+    assert "--quantization" not in unit and "--api-key" not in unit
+    # what systemd made of the quoting is what the container got
+    args = json.loads(sh(laptop.host, "docker inspect -f '{{json .Args}}' vllm"))
+    assert args[args.index("--limit-mm-per-prompt") + 1] == '{"image":1,"video":0}'
+    assert sh(laptop.host, "stat -c %a /etc/provision/vllm/vllm.env") == "600"
+
+
+def test_rerun_changes_nothing_and_does_not_restart(served, laptop):
+    second, name = served["second"], laptop.host.name
+    assert second.returncode == 0, second.output
+    assert second.host(name)["changed"] == 0, second.changed_tasks(name)
+    assert served["start_2"] == served["start_1"], "the container was restarted"
+    # the GPU stack's, then the serving play's state in two batches, readiness and the smoke checks
+    assert second.host(name)["round_trips"] <= 10
+    smoke = next(t for t in second.host(name)["tasks"] if t["name"].startswith("vLLM answers"))
+    assert smoke["status"] == "ok" and "'Red." in smoke["summary"]
+
+
+def test_the_api_key_is_generated_once_shown_once_and_works(served, laptop):
+    key = served["key"]
+    assert len(key) >= 40
+    assert served["first"].output.count(key) == 1, "the key is shown exactly once, in the first run"
+    assert key not in served["second"].output
+    assert sh(laptop.host, f"stat -c %a {KEY_FILE}") == "600"
+    unauthorized = sh(laptop.host, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/v1/models")
+    assert unauthorized == "401"
+    header = f"Authorization: Bearer {key}"
+    models = sh(laptop.host, f"curl -s -H '{header}' http://127.0.0.1:8000/v1/models")
+    assert [m["id"] for m in json.loads(models)["data"]] == [SERVED]
+
+
+@pytest.fixture(scope="module")
+def flag_changed(served, laptop: Laptop) -> dict[str, Any]:
+    """max_num_seqs 4 -> 3 in the inventory: one restart; then a rerun."""
+    laptop.set_vars(max_num_seqs=3)
+    run = laptop.up("flag", "--tags", SERVING)
+    start = started_at(laptop.host)
+    rerun = laptop.up("flag-rerun", "--tags", SERVING)
+    return {"run": run, "rerun": rerun, "start": start, "start_after_rerun": started_at(laptop.host)}
+
+
+def test_a_changed_flag_restarts_once_with_the_new_flag(flag_changed, served, laptop):
+    run, name = flag_changed["run"], laptop.host.name
+    assert run.returncode == 0, run.output
+    assert run.changed_tasks(name) == [RELEASE_TASK]
+    assert flag_changed["start"] != served["start_2"]
+    unit = sh(laptop.host, f"cat {UNIT}")
+    assert "--max-num-seqs 3" in unit and "--max-num-seqs 4" not in unit
+    release = next(t for t in run.host(name)["tasks"] if t["name"] == RELEASE_TASK)
+    assert "arguments --max-num-seqs 4 -> 3" in release["summary"] and "'Red." in release["summary"]
+    rerun = flag_changed["rerun"]
+    assert rerun.returncode == 0 and rerun.host(name)["changed"] == 0, rerun.output
+    assert flag_changed["start_after_rerun"] == flag_changed["start"]
+
+
+@pytest.fixture(scope="module")
+def failed_upgrades(flag_changed, laptop: Laptop, vllm_images) -> dict[str, Any]:
+    """Upgrades to an image that dies with CUDA OOM, then to one that answers the vision check wrong."""
+    good_image = sh(laptop.host, "docker inspect -f '{{.Config.Image}}' vllm")
+    results: dict[str, Any] = {"good_image": good_image}
+    for behaviour in ("cuda-oom", "wrong-vision"):
+        laptop.set_vars(max_num_seqs=3, vllm_image=vllm_images[behaviour])
+        run = laptop.up(behaviour, "--tags", SERVING)
+        results[behaviour] = {"run": run, "image": sh(laptop.host, "docker inspect -f '{{.Config.Image}}' vllm"),
+                              "record": json.loads(sh(laptop.host, "cat /var/lib/provision/vllm/release.json"))}
+    laptop.set_vars(max_num_seqs=3)
+    results["smoke"] = laptop.run("smoke", str(laptop.inventory), name="smoke-after-rollbacks")
+    return results
+
+
+@pytest.mark.parametrize(("behaviour", "reason"), [
+    ("cuda-oom", "failed to start: out of GPU memory: 'Failed to load model - not enough GPU memory"),
+    ("wrong-vision", "does not contain 'red'"),
+])
+def test_a_failing_upgrade_is_rolled_back_and_the_host_fails_with_the_reason(failed_upgrades, laptop, behaviour,
+                                                                             reason):
+    outcome, name = failed_upgrades[behaviour], laptop.host.name
+    run = outcome["run"]
+    assert run.returncode == 1, run.output
+    error = run.host(name)["tasks"][-1]["error"]
+    assert run.host(name)["failed"] == 1 and name in error and reason in error, error
+    assert "rolled back to release" in error and "passed the smoke checks" in error
+    assert outcome["image"] == failed_upgrades["good_image"], "the previous release serves again"
+    assert outcome["record"]["last_failed"]["reason"] and behaviour in outcome["record"]["last_failed"]["image"]
+    assert name in run.output and reason in run.output
+
+
+def test_after_the_rollbacks_the_previous_release_answers_the_smoke_checks(failed_upgrades, laptop):
+    smoke = failed_upgrades["smoke"]
+    assert smoke.returncode == 0, smoke.output
+    assert "SMOKE" in smoke.stdout and "'Red. The image is mostly red.'" in smoke.stdout
+
+
+@pytest.fixture(scope="module")
+def rolled_back(failed_upgrades, laptop: Laptop) -> dict[str, Any]:
+    """`provision rollback`: from the max_num_seqs=3 release back to the first one."""
+    run = laptop.run("rollback", str(laptop.inventory), name="rollback")
+    return {"run": run, "unit": sh(laptop.host, f"cat {UNIT}"),
+            "record": json.loads(sh(laptop.host, "cat /var/lib/provision/vllm/release.json"))}
+
+
+def test_rollback_command_serves_the_previous_release(rolled_back, laptop):
+    run = rolled_back["run"]
+    assert run.returncode == 0, run.output
+    assert run.changed_tasks(laptop.host.name) == ["vLLM rolled back to the previous release"]
+    assert "--max-num-seqs 4" in rolled_back["unit"]
+    record = rolled_back["record"]
+    assert "4" in record["current"]["arguments"][record["current"]["arguments"].index("--max-num-seqs") + 1]
+    assert record["previous"]["arguments"][record["previous"]["arguments"].index("--max-num-seqs") + 1] == "3"
+    assert "'Red." in run.host(laptop.host.name)["tasks"][0]["summary"]
+
+
+def test_render_lists_the_vllm_serve_arguments_that_vllms_parser_accepts(laptop):
+    run = provision("render", str(laptop.inventory))
+    assert run.returncode == 0, run.output
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"# {laptop.host.name}" and lines[1:4] == ["vllm", "serve", REPO]
+    parsed = parse_command_line(lines[2:], "vllm")
+    assert parsed.max_model_len == 131072 and parsed.served_model_name == [SERVED]
+    assert parsed.limit_mm_per_prompt == {"image": 1, "video": 0} and parsed.api_key is None
+
+
+@pytest.fixture(scope="module")
+def killed_download(rolled_back, laptop: Laptop, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """A second, throttled repository: the run is SIGKILLed mid-download, then run again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.e2e.helpers import REPO as CHECKOUT
+
+    tmp = tmp_path_factory.mktemp("killed")
+    size = 6 * MIB
+    slow = start_hub(tmp / "repo", repo_id="provision-test/slow-model", shard_size=size, shards=1,
+                     options=HubOptions(token=HF_TOKEN, throttle_bytes_per_s=MIB, request_log=tmp / "log.jsonl"))
+    try:
+        laptop.set_vars(hf_model="provision-test/slow-model", hf_endpoint=hub_endpoint(slow))
+        argv = [sys.executable, "-m", "provision", "up", str(laptop.inventory), "--tags", "model"]
+        process = subprocess.Popen(argv, cwd=CHECKOUT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        part = "/var/lib/provision/huggingface/hub/models--provision-test--slow-model/blobs/*.part"
+        deadline, ps_during = time.monotonic() + 120, ""
+        while time.monotonic() < deadline and process.poll() is None:
+            have = laptop.host.exec(f"stat -c %s {part} 2>/dev/null || echo 0")[1].split()
+            if have and int(have[0]) >= 2 * MIB:
+                ps_during = laptop.host.exec("ps -eo args")[1]
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, "the run ended before the download was under way"
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        time.sleep(3)
+        left = int(laptop.host.exec(f"stat -c %s {part}")[1].split()[0])
+        time.sleep(2)
+        still = int(laptop.host.exec(f"stat -c %s {part}")[1].split()[0])
+        rerun = laptop.up("resume", "--tags", "model")
+        yield {"rerun": rerun, "left": left, "still": still, "size": size, "ps": ps_during,
+               "requests": [r for r in read_request_log(tmp / "log.jsonl") if "/resolve/" in r["path"]
+                            and r["path"].endswith(".safetensors")]}
+    finally:
+        slow.stop()
+        laptop.set_vars(max_num_seqs=3)
+
+
+def test_a_killed_download_resumes_on_the_next_run(killed_download):
+    rerun = killed_download["rerun"]
+    assert rerun.returncode == 0, rerun.output
+    left, size = killed_download["left"], killed_download["size"]
+    assert 0 < left < size
+    assert killed_download["still"] == left, "the host kept downloading after the tool was killed"
+    first, resumed = killed_download["requests"]
+    assert first["range"] is None
+    assert resumed["range"] == f"bytes={left}-" and resumed["status"] == 206
+    assert resumed["bytes_sent"] == size - left, "the rerun downloaded only what was missing"
+    assert HF_TOKEN not in killed_download["ps"]
+
+
+def test_secrets_appear_nowhere(killed_download, laptop, served):
+    host, key = laptop.host, served["key"]
+    runs = laptop.runs
+    assert runs, "no runs recorded"
+    for run in runs:
+        shown = run.output.replace(key, "", 1) if run is served["first"] else run.output
+        leaks = [line for line in shown.splitlines() if HF_TOKEN in line or key in line]
+        assert not leaks, f"a secret in the output of a run: {leaks}"
+        assert HF_TOKEN not in json.dumps(run.results) and key not in json.dumps(run.results)
+    places = {
+        "journal": "journalctl --no-pager -o cat",
+        "docker logs": "docker logs vllm 2>&1",
+        "unit": f"cat {UNIT}",
+        "ps": "ps -eo args",
+        "release record": "cat /var/lib/provision/vllm/release.json",
+    }
+    for place, command in places.items():
+        text = host.exec(command)[1]
+        assert text.strip(), f"nothing read from the {place}"
+        assert HF_TOKEN not in text and key not in text, f"a secret in the {place}"
+    env = sh(host, "cat /etc/provision/vllm/vllm.env")
+    assert f"HF_TOKEN={HF_TOKEN}" in env and f"VLLM_API_KEY={key}" in env, "the env file is where they live"

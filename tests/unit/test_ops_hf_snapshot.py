@@ -1,0 +1,198 @@
+"""`hf_snapshot`: plans from recorded probe outputs (a complete commit costs no network, a branch one API
+call), and the real download script run here against the stand-in hub: HF cache layout the real client
+reads offline, resume with a Range request, stop when the tool goes away, token never in an argv."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provision.connection.base import wrap_script
+from provision.errors import CommandFailed, TaskFailed
+from provision.ops import REGISTRY
+from provision.secrets import REDACTOR
+from tests.standins.hub.cli import RunningHub, start_hub
+from tests.standins.hub.server import HubOptions
+from tests.unit.ops_support import (
+    LocalTestConnection,
+    assert_bash_parses,
+    context,
+    make_args,
+    plan,
+    probe_local,
+    run_local,
+)
+
+REPO = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
+TOKEN = "hf_unit_token_0123456789"
+MIB = 1024 * 1024
+COMMIT = "1" * 40
+SIBLINGS = [
+    {"rfilename": "config.json", "blobId": "a" * 40, "size": 100},
+    {"rfilename": "sub/tokenizer.json", "blobId": "b" * 40, "size": 200},
+    {"rfilename": "model.safetensors", "blobId": "c" * 40, "size": 3 * MIB,
+     "lfs": {"sha256": "d" * 64, "size": 3 * MIB, "pointerSize": 130}},
+]
+
+
+def api(siblings: list[dict[str, object]] = SIBLINGS, commit: str = COMMIT) -> str:
+    body = json.dumps({"sha": commit, "siblings": siblings})
+    return f"api_status=200\napi_body={base64.b64encode(body.encode()).decode()}\napi_error=\n"
+
+
+def args(**overrides: object) -> dict[str, object]:
+    return {"repo": REPO, "cache_dir": "/var/lib/provision/huggingface/hub", **overrides}
+
+
+def test_a_complete_commit_costs_no_network() -> None:
+    result = plan("hf_snapshot", f"ref={COMMIT}\ncomplete=1\navail=100\n", **args(revision=COMMIT))
+    assert not result.changed and result.result["commit"] == COMMIT
+    snippet = REGISTRY["hf_snapshot"].probe(make_args("hf_snapshot", **args(revision=COMMIT)))
+    assert_bash_parses(snippet)
+
+
+def test_a_branch_is_checked_against_the_hub_once() -> None:
+    result = plan("hf_snapshot", f"ref={COMMIT}\ncomplete=1\n{api()}avail=100\n", **args())
+    assert not result.changed and result.summary == f"{REPO}@{COMMIT[:12]} complete"
+
+
+def test_a_moved_branch_downloads_only_the_missing_files_and_resumes_parts() -> None:
+    new = "2" * 40
+    state = (f"ref={COMMIT}\ncomplete=1\n{api(commit=new)}blob={'a' * 40}\t100\nblob={'d' * 64}.part\t{MIB}\n"
+             f"avail={100 * MIB}\n")
+    result = plan("hf_snapshot", state, **args())
+    assert result.changed and result.result["commit"] == new
+    assert [f.path for f in result.missing] == ["sub/tokenizer.json", "model.safetensors"]
+    assert result.summary == f"download 2 of 3 files of {REPO}@{new[:12]} (2.0 MiB, resuming after 1.0 MiB)"
+
+
+def test_the_hub_unreachable_uses_a_complete_cache_and_says_so() -> None:
+    state = f"ref={COMMIT}\ncomplete=1\napi_status=000\napi_error={base64.b64encode(b'Connection refused').decode()}\n"
+    result = plan("hf_snapshot", state, **args())
+    assert not result.changed and "cannot reach https://huggingface.co" in result.summary
+    assert "using the cached snapshot" in result.summary
+
+
+@pytest.mark.parametrize(("status", "token", "message"), [
+    ("401", None, "set hf_token"),
+    ("401", TOKEN, "the token was refused"),
+    ("404", None, "was not found"),
+    ("000", None, "cannot reach"),
+])
+def test_nothing_cached_and_no_hub_fails_with_the_reason(status: str, token: str | None, message: str) -> None:
+    with pytest.raises(TaskFailed, match=message):
+        plan("hf_snapshot", f"ref=\ncomplete=0\napi_status={status}\n", **args(token=token))
+
+
+def test_no_curl_yet_is_a_download_that_fails_clearly_unless_curl_arrives_first() -> None:
+    result = plan("hf_snapshot", "ref=\ncomplete=0\napi_status=nocurl\n", **args())
+    assert result.changed and "curl is not installed on the host" in result.summary
+    done = run_local(result.commands[0].script)
+    assert done.rc == 1 and "curl is not installed" in done.stderr
+
+
+def test_not_enough_disk_is_refused_before_downloading() -> None:
+    with pytest.raises(TaskFailed, match="not enough disk"):
+        plan("hf_snapshot", f"ref=\ncomplete=0\n{api()}avail={MIB}\n", **args())
+
+
+def test_unsafe_file_names_from_the_hub_are_refused() -> None:
+    evil = [{"rfilename": "../../etc/passwd", "blobId": "a" * 40, "size": 1}]
+    with pytest.raises(TaskFailed, match="cannot be stored safely"):
+        plan("hf_snapshot", f"ref=\ncomplete=0\n{api(evil)}avail=100\n", **args())
+
+
+def test_the_token_is_in_no_script_line_that_runs_a_program_with_it() -> None:
+    result = plan("hf_snapshot", f"ref=\ncomplete=0\n{api()}avail={100 * MIB}\n", **args(token=TOKEN))
+    script = result.commands[0].script
+    assert_bash_parses(wrap_script(script, result.commands[0].data))
+    assert [line for line in script.splitlines() if TOKEN in line] == [
+        f"auth() {{ printf '%s\\n' 'header = \"Authorization: Bearer {TOKEN}\"'; }}"]
+    assert REDACTOR(result.summary) == result.summary and TOKEN not in result.commands[0].description
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[RunningHub]:
+    running = start_hub(tmp_path / "repo", shard_size=MIB, shards=2, options=HubOptions(token=TOKEN))
+    yield running
+    running.stop()
+
+
+def converge(hub: RunningHub, cache: Path, **extra: object) -> list[tuple[object, ...]]:
+    """Probe, plan, apply here until converged; returns the progress reports."""
+    progress: list[tuple[object, ...]] = []
+    op_args = args(cache_dir=str(cache), endpoint=hub.url, token=TOKEN, **extra)
+    for _ in range(5):
+        result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
+        if not result.changed:
+            return progress
+        try:
+            REGISTRY["hf_snapshot"].apply(context(LocalTestConnection(), progress=progress), result)
+        except CommandFailed:
+            continue
+    raise AssertionError("did not converge")
+
+
+def test_download_lands_in_the_hf_cache_layout_the_real_client_reads_offline(hub: RunningHub,
+                                                                              tmp_path: Path) -> None:
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    cache = tmp_path / "hf" / "hub"
+    progress = converge(hub, cache)
+    assert progress and progress[-1][1] == progress[-1][2] == sum(f.size for f in hub.repository.files)
+    snapshot = Path(huggingface_hub.snapshot_download(REPO, cache_dir=cache, local_files_only=True))
+    assert snapshot.name == hub.repository.commit
+    for repo_file in hub.repository.files:
+        assert (snapshot / repo_file.path).read_bytes() == (hub.repository.folder / repo_file.path).read_bytes()
+        assert (snapshot / repo_file.path).is_symlink()
+    storage = cache / f"models--{REPO.replace('/', '--')}"
+    assert (storage / "refs" / "main").read_text() == hub.repository.commit
+    assert not list(storage.rglob("*.part"))
+    requests = len(hub.state.requests)
+    assert converge(hub, cache) == [] and len(hub.state.requests) == requests + 1, "a rerun: one API call"
+    assert converge(hub, cache, revision=hub.repository.commit) == []
+    assert len(hub.state.requests) == requests + 1, "a complete commit: no request at all"
+
+
+def test_a_dropped_download_resumes_with_a_range_request(tmp_path: Path) -> None:
+    size = 3 * MIB
+    running = start_hub(tmp_path / "repo", shard_size=size, shards=1,
+                        options=HubOptions(drop_after_bytes=MIB + 12345))
+    try:
+        converge(running, tmp_path / "hub", attempts=1)
+        shard = [r for r in running.state.requests if r["path"].endswith(".safetensors")]
+        assert [(r["range"], r["status"]) for r in shard] == [(None, 200), (f"bytes={MIB + 12345}-", 206)]
+        assert shard[1]["bytes_sent"] == size - MIB - 12345
+    finally:
+        running.stop()
+
+
+def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path: Path) -> None:
+    running = start_hub(tmp_path / "repo", shard_size=4 * MIB, shards=1,
+                        options=HubOptions(throttle_bytes_per_s=MIB))
+    try:
+        op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url)
+        command = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args).commands[0]
+        process = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        assert process.stdin and process.stdout
+        process.stdin.write(wrap_script(command.script, command.data).encode())
+        process.stdin.close()
+        in_shard, reports = False, 0
+        while reports < 2:  # two progress reports into the shard
+            line = process.stdout.readline().decode()
+            in_shard = in_shard or line.startswith("file=model-")
+            reports += in_shard and line.startswith("progress=")
+        process.stdout.close()  # the tool is gone
+        assert process.wait(timeout=10) == 141
+        part = next((tmp_path / "hub").rglob("*.part"))
+        size = part.stat().st_size
+        time.sleep(1.5)
+        assert part.stat().st_size == size < 4 * MIB, "curl went on downloading"
+    finally:
+        running.stop()

@@ -1,0 +1,149 @@
+"""`vllm_release`, `vllm_smoke`, `vllm_rollback`: arguments checked before any host is touched, plans from
+recorded probe output, and one deploy walked through a scripted host (activate, ready, smoke, record)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from provision.connection.base import RunResult
+from provision.errors import TaskFailed
+from provision.ops import REGISTRY
+from provision.secrets import REDACTOR
+from provision.service.release import Record, sha256_text
+from tests.unit.ops_support import ScriptedConnection, assert_bash_parses, context, make_args, plan
+
+KEY = "sk-ops-test-key-abcdefghijklmnop"
+FLAGS = {"served-model-name": "workhorse", "max-model-len": 131072, "kv-cache-dtype": "fp8",
+         "limit-mm-per-prompt": {"image": 1, "video": 0}, "host": "0.0.0.0", "port": 8000}
+RELEASE_ARGS: dict[str, Any] = {
+    "image": "vllm/vllm-openai:v0.21.0-cu129", "image_pinned": "vllm/vllm-openai@sha256:" + "ab" * 32,
+    "model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "served_name": "workhorse", "flags": FLAGS,
+    "weights": {"repo": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "revision": "main", "commit": "c" * 40},
+    "volumes": ["/var/lib/provision/huggingface:/root/.cache/huggingface"],
+    "env": {"HF_ENDPOINT": "https://huggingface.co"}, "secret_env": {"VLLM_API_KEY": KEY, "HF_TOKEN": ""},
+}
+SERVICE_ARGS = {"served_name": "workhorse"}
+SAMPLES = {"vllm_release": RELEASE_ARGS, "vllm_smoke": SERVICE_ARGS, "vllm_rollback": SERVICE_ARGS,
+           "hf_snapshot": {"repo": "a/b", "cache_dir": "/nonexistent/hub", "endpoint": "http://127.0.0.1:9"},
+           "docker_image": {"image": "surely/not-an-image:1"},
+           "generated_secret": {"path": "/nonexistent/key"}}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_probe_is_safe_inside_the_shared_script(name: str) -> None:
+    snippet = REGISTRY[name].probe(make_args(name, **SAMPLES[name]))
+    if not snippet:
+        return
+    assert_bash_parses(snippet)
+    done = subprocess.run(["bash", "-c", f"set +e\n{snippet}\necho '@@after'\ncat\n"], input="@@stdin-kept\n",
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.endswith("@@after\n@@stdin-kept\n"), done.stdout[-300:]
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_unknown_arguments_are_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        make_args(name, **SAMPLES[name], surely_not_an_argument=1)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"flags": {**FLAGS, "api-key": "x"}}, "api-key"),
+    ({"served_name": "other"}, "not among the names vLLM serves"),
+    ({"volumes": "not-a-list"}, "volumes"),
+])
+def test_bad_release_arguments_are_refused(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        make_args("vllm_release", **{**RELEASE_ARGS, **change})
+
+
+def test_secret_env_values_are_masked_from_the_moment_they_are_read() -> None:
+    make_args("vllm_release", **{**RELEASE_ARGS, "secret_env": {"VLLM_API_KEY": "freshly-read-secret-42"}})
+    assert REDACTOR("freshly-read-secret-42") == "***"
+    assert REDACTOR("https://huggingface.co") == "https://huggingface.co", "plain env values stay readable"
+
+
+def probe_output(record: Record | None = None, unit: str | None = None, env: str | None = None,
+                 active: str = "active", enabled: str = "enabled") -> str:
+    lines = ["probed=1"]
+    if record is not None:
+        lines.append(f"record={base64.b64encode(record.text().encode()).decode()}")
+    if unit is not None:
+        lines += [f"unit_sha256={sha256_text(unit)}", f"unit_text={base64.b64encode(unit.encode()).decode()}"]
+    if env is not None:
+        lines.append(f"env_sha256={sha256_text(env)}")
+    lines += [f"ActiveState={active}", f"UnitFileState={enabled}", "NeedDaemonReload=no"]
+    return "\n".join(lines) + "\n"
+
+
+def converged_probe(**overrides: Any) -> str:
+    release = make_args("vllm_release", **{**RELEASE_ARGS, **overrides}).release()
+    return probe_output(Record(current=release.entry()), release.unit_text, release.env_text)
+
+
+def test_the_running_release_means_no_change_and_no_restart() -> None:
+    result = plan("vllm_release", converged_probe(), **RELEASE_ARGS)
+    assert not result.changed and not result.commands and result.result["smoked"] is False
+
+
+def test_a_changed_flag_is_a_deploy_whose_diff_shows_the_unit_and_hides_the_env() -> None:
+    flags = {**FLAGS, "max-model-len": 65536}
+    result = plan("vllm_release", converged_probe(), **{**RELEASE_ARGS, "flags": flags})
+    assert result.changed and "arguments --max-model-len 131072 -> 65536" in result.summary
+    assert "-    --max-model-len 131072 \\" in result.diff and "+    --max-model-len 65536 \\" in result.diff
+    assert KEY not in result.diff
+
+
+def test_a_new_key_shows_only_that_the_secret_env_changed() -> None:
+    result = plan("vllm_release", converged_probe(), **{**RELEASE_ARGS, "secret_env": {"VLLM_API_KEY": "k2-abcdef"}})
+    assert result.summary.endswith("env file (secret) changed")
+    assert "/etc/provision/vllm/vllm.env: content changed (secret)" in result.diff and "k2-abcdef" not in result.diff
+
+
+def test_check_mode_before_the_first_pull_says_so() -> None:
+    result = plan("vllm_release", probe_output(active="inactive", enabled=""), **{**RELEASE_ARGS, "image_pinned": ""})
+    assert result.changed and "(once vllm/vllm-openai:v0.21.0-cu129 is pulled): first release" in result.summary
+
+
+def test_a_deploy_walks_activate_ready_smoke_record() -> None:
+    result = plan("vllm_release", probe_output(active="inactive", enabled=""), **RELEASE_ARGS)
+    models = json.dumps({"data": [{"id": "workhorse"}]}) + "\n200"
+    answer = json.dumps({"choices": [{"message": {"content": "Red."}, "finish_reason": "stop"}],
+                         "usage": {"completion_tokens": 2}})
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    replies = [
+        RunResult("cursor=s=1\nsince=1\nrestarts=0\n", "", 0),  # stage + activate
+        RunResult(f"health=200\nmodels={b64(models)}\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+                  "NRestarts=0\nlog=\n", "", 0),  # ready
+        RunResult(f"text_status=200\ntext_time=0.2\ntext_body={b64(answer)}\n"
+                  f"vision_status=200\nvision_time=0.3\nvision_body={b64(answer)}\n", "", 0),  # smoke
+        RunResult("", "", 0),  # record
+    ]
+    conn = ScriptedConnection(replies)
+    applied = REGISTRY["vllm_release"].apply(context(conn), result)
+    assert applied.changed and applied.result["smoked"] is True
+    assert applied.result["smoke"]["vision"]["answer"] == "Red."
+    assert "ready after 0s; text 0.20s 'Red.'" in result.summary
+    assert all(KEY not in script for script in conn.scripts), "the key travels only as payload"
+
+
+def test_smoke_is_never_a_change_but_always_runs() -> None:
+    result = plan("vllm_smoke", "", **SERVICE_ARGS)
+    assert not result.changed and result.needs_apply and result.commands
+
+
+def test_rollback_needs_a_previous_release() -> None:
+    with pytest.raises(TaskFailed, match="nothing to roll back to"):
+        plan("vllm_rollback", probe_output(Record(current={"id": "a"})), **SERVICE_ARGS)
+    record = Record(current={"id": "aaa", "image": "new"}, previous={"id": "bbb", "image": "old"})
+    result = plan("vllm_rollback", probe_output(record), **SERVICE_ARGS)
+    assert result.changed and result.summary == (
+        "roll back from release aaa (image new, weights ?) to release bbb (image old, weights ?)")
