@@ -8,6 +8,7 @@ is wrapped so that the payload is readable on file descriptor 3 (`cat <&3 > "$tm
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,8 +58,10 @@ class Connection(Protocol):
     def run(
         self, script: str, *, sudo: bool = True, data: bytes | None = None,
         env: dict[str, str] | None = None, timeout: float | None = None,
+        on_output: Callable[[str], None] | None = None,
     ) -> RunResult:
-        """Run `script` with bash on the host; never raises on non-zero exit."""
+        """Run `script` with bash on the host; never raises on non-zero exit. `on_output` gets each
+        stdout line as it arrives (for progress)."""
         ...
 
     def close(self) -> None: ...

@@ -1,14 +1,12 @@
 """Running a long command whose stdout lines report progress (downloads, pulls).
 
-SSHConnection and LocalConnection take `on_output`, called with each stdout line as it arrives (the
-local connection calls it once the command is done). A connection without it still works: the lines
-are replayed after the command finished. A ProgressThrottle keeps a live view (and a plain log,
+Connections take `on_output`, called with each stdout line as it arrives (the local connection calls
+it once the command is done). A ProgressThrottle keeps a live view (and a plain log,
 where every progress call prints a line) from being flooded.
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,15 +19,8 @@ from provision.secrets import REDACTOR
 
 def run_streaming(conn: Any, command: Command, on_line: Callable[[str], None], check: bool = True) -> RunResult:
     """Run `command`, feeding stdout lines to `on_line`; a non-zero exit raises CommandFailed."""
-    kwargs: dict[str, Any] = {"sudo": command.sudo, "data": command.data, "env": command.env,
-                              "timeout": command.timeout}
-    streams = "on_output" in inspect.signature(conn.run).parameters
-    if streams:
-        kwargs["on_output"] = on_line
-    result: RunResult = conn.run(command.script, **kwargs)
-    if not streams:
-        for line in result.stdout.splitlines():
-            on_line(line)
+    result: RunResult = conn.run(command.script, sudo=command.sudo, data=command.data, env=command.env,
+                                 timeout=command.timeout, on_output=on_line)
     if check and result.rc != 0:
         raise CommandFailed(command=REDACTOR(command.description or command.script), exit_code=result.rc,
                             stdout=REDACTOR(result.stdout), stderr=REDACTOR(result.stderr), host=conn.host_name)

@@ -7,6 +7,7 @@ bash on this machine; tests use it only on paths under pytest's tmp_path.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -98,13 +99,14 @@ class ScriptedConnection:
         self.scripts: list[str] = []
 
     def run(self, script: str, *, sudo: bool = True, data: bytes | None = None,
-            env: dict[str, str] | None = None, timeout: float | None = None) -> RunResult:
+            env: dict[str, str] | None = None, timeout: float | None = None,
+            on_output: Callable[[str], None] | None = None) -> RunResult:
         self.round_trips += 1
         self.scripts.append(script)
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
-        return reply
+        return _replay(reply, on_output)
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         return checked(self, command, check)
@@ -120,10 +122,19 @@ class LocalTestConnection(ScriptedConnection):
         super().__init__([], host_name="local")
 
     def run(self, script: str, *, sudo: bool = True, data: bytes | None = None,
-            env: dict[str, str] | None = None, timeout: float | None = None) -> RunResult:
+            env: dict[str, str] | None = None, timeout: float | None = None,
+            on_output: Callable[[str], None] | None = None) -> RunResult:
         self.round_trips += 1
         self.scripts.append(script)
-        return run_local(script, data, env)
+        return _replay(run_local(script, data, env), on_output)
+
+
+def _replay(result: RunResult, on_output: Callable[[str], None] | None) -> RunResult:
+    """Feed a finished command's stdout lines to `on_output`, as the local connection does."""
+    if on_output:
+        for line in result.stdout.splitlines():
+            on_output(line)
+    return result
 
 
 def context(conn: Any, reconnect: Any = None, progress: list[tuple[Any, ...]] | None = None) -> ApplyContext:
