@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from provision import __version__
-from provision.cli import commands, serving
+from provision.cli import commands, fleet, serving
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     facts.set_defaults(handler=commands.cmd_facts)
 
     serving.add_commands(subcommands, add_inventory_arguments)
+    fleet.add_commands(subcommands, add_inventory_arguments)
     return parser
 
 

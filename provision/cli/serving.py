@@ -35,19 +35,19 @@ SERVING_ROLE = "vllm"
 RELEASE_OP = "vllm_release"
 
 
-def serving_play(plays: list[Play], source: Path) -> Play:
-    """The play that holds the vllm role."""
+def serving_play(plays: list[Play], source: Path, role_name: str = SERVING_ROLE) -> Play:
+    """The play that holds the role `role_name` (the vllm role by default)."""
     for play in plays:
-        if any(role.name == SERVING_ROLE for role in play.roles):
+        if any(role.name == role_name for role in play.roles):
             return play
-    raise InputError(f"no play of the playbook has the {SERVING_ROLE!r} role", file=source)
+    raise InputError(f"no play of the playbook has the {role_name!r} role", file=source)
 
 
 def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
     """A play running only `roles/ROLE/FILE`, with `play`'s hosts, vars and every role's defaults."""
     role = next((r for r in play.roles if r.name == role_name), None)
     if role is None:
-        raise InputError(f"the serving play has no {role_name!r} role", file=play.source.file)
+        raise InputError(f"the play {play.name!r} has no {role_name!r} role", file=play.source.file)
     tasks = load_task_file(role.path / file_name, role.name)
     if not tasks:
         raise InputError(f"{role.path / file_name} has no tasks", file=role.path / file_name)

@@ -109,4 +109,10 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
             serial=None if serial is None else (serial if isinstance(serial, list) else [serial]),
             max_fail_percentage=raw.get("max_fail_percentage"),
         ))
+    shared: dict[str, Any] = {}
+    for play in plays:
+        for role in play.roles:
+            shared.update(role.defaults)
+    for play in plays:
+        play.playbook_defaults = shared
     return plays

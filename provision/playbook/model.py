@@ -65,6 +65,8 @@ class Play:
     source: Source
     serial: list[int | str] | None = None
     max_fail_percentage: float | None = None
+    #: every role default of the whole playbook (filled by the loader); this play's roles win
+    playbook_defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[Task]:
@@ -76,7 +78,10 @@ class Play:
 
     @property
     def defaults(self) -> dict[str, Any]:
-        merged: dict[str, Any] = {}
+        """Role defaults, playbook-wide: one site shares one set of settings (unlike Ansible, where a
+        role's defaults exist only in its play), so a check in an early play can read the model
+        profile that a later play's role defines."""
+        merged: dict[str, Any] = dict(self.playbook_defaults)
         for role in self.roles:
             merged.update(role.defaults)
         return merged

@@ -70,3 +70,15 @@ def test_role_name_is_a_tag_and_notify_is_a_list(tmp_path: Path):
     """)
     (task,) = load_playbook(site)[0].tasks
     assert task.tags == {"demo", "config"} and task.notify == ["restart it"]
+
+
+def test_role_defaults_are_playbook_wide_and_a_plays_own_roles_win(tmp_path: Path):
+    for role, defaults in (("early", "x: early\n"), ("late", "x: late\nprofile: gemma\n")):
+        (tmp_path / "roles" / role).mkdir(parents=True)
+        (tmp_path / "roles" / role / "defaults.yaml").write_text(defaults)
+    (tmp_path / "playbooks").mkdir()
+    site = tmp_path / "playbooks/site.yaml"
+    site.write_text("- hosts: all\n  roles: [early]\n- hosts: all\n  roles: [late]\n")
+    first, second = load_playbook(site)
+    assert first.defaults == {"x": "early", "profile": "gemma"}
+    assert second.defaults == {"x": "late", "profile": "gemma"}

@@ -1,0 +1,300 @@
+"""`provision plan | bench | status`: what fits, how fast it runs, and what each host serves now.
+
+`plan` runs the plan role's task (roles/plan/tasks.yaml) in check mode through the ordinary runner, so
+it sees exactly the settings `provision up` uses. `bench` and `status` take the service's endpoint from
+the smoke task's arguments (role defaults + inventory + -e, as `provision smoke` sees them), then make
+one round trip per host: bench runs the streaming client on the host; status runs the facts probe and
+the status script joined into one script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from provision.cli.commands import EXIT_FAILED, EXIT_OK, default_playbook, load_hosts
+from provision.cli.output import ConsoleReporter
+from provision.cli.serving import rendered_arguments, serving_play, task_file_play
+from provision.errors import HostUnreachable, InputError, ProvisionError
+from provision.facts.parse import parse_probe, probe_script
+from provision.inventory.extra_vars import parse_extra_vars
+from provision.inventory.model import Host
+from provision.ops.vllm_service import VllmServiceArgs
+from provision.playbook.loader import load_playbook
+from provision.playbook.templating import Renderer, TemplateError, make_environment
+from provision.runner.host_run import RunOptions
+from provision.runner.runner import RunConfig, Runner, connect, host_variables
+from provision.secrets import REDACTOR
+from provision.service.argv import fingerprint
+from provision.service.bench import BenchSettings, bench_script, judge, parse_runs
+from provision.service.stability import GateThresholds
+from provision.service.status import drift, parse_status, status_script
+
+PLAN_ROLE = "plan"
+SMOKE_OP = "vllm_smoke"
+BENCH_TIMEOUT_S = 4 * 3600  # a 10-run, 2000-token bench on a slow card takes minutes; never cut it short
+
+
+# ------------------------------------------------------------------------------------------- plan
+def plan_rows(runner: Runner, result: Any) -> dict[str, dict[str, Any]]:
+    """Host -> the registered memory plan, or {"error": why} for a refused or unreachable host."""
+    rows: dict[str, dict[str, Any]] = {}
+    for name, host in result.hosts.items():
+        state = runner.states.get(name)
+        planned = state.registered.get("memory_plan") if state else None
+        if host.failed or not planned:
+            error = host.error or next((t.error for t in host.tasks if t.error), "") or "not planned"
+            rows[name] = {"fits": False, "unreachable": host.unreachable, "error": REDACTOR(error)}
+            continue
+        keys = ("gpu", "gpu_memory_mib", "max_model_len", "kv_available_gib", "kv_per_sequence_gib",
+                "full_sequences", "largest_fitting_context")
+        rows[name] = {"fits": True, **{key: planned.get(key) for key in keys}}
+    return rows
+
+
+def plan_table(rows: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="MEMORY PLAN", title_justify="left")
+    for column in ("host", "GPU", "max_model_len", "KV available", "KV per full sequence", "full sequences",
+                   "largest context that fits", "verdict"):
+        table.add_column(column, justify="left" if column in ("host", "GPU", "verdict") else "right")
+    for name, row in rows.items():
+        if not row["fits"]:
+            verdict = "UNREACHABLE" if row["unreachable"] else "REFUSED"
+            table.add_row(Text(name, style="red"), *("-",) * 6, Text(f"{verdict}: {row['error']}", style="red"))
+            continue
+        table.add_row(Text(name, style="green"), row["gpu"], str(row["max_model_len"]),
+                      f"{row['kv_available_gib']:.2f} GiB", f"{row['kv_per_sequence_gib']:.2f} GiB",
+                      f"{row['full_sequences']:.2f}", str(row["largest_fitting_context"]), Text("fits", style="green"))
+    return table
+
+
+def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    inventory, _ = load_hosts(args)
+    playbook = args.playbook or default_playbook()
+    play = task_file_play(serving_play(load_playbook(playbook), playbook, PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
+    config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
+                       extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True))
+    # with --json the progress lines go to stderr, so stdout is the document alone
+    with ConsoleReporter(Console(stderr=True) if args.json else console) as reporter:
+        runner = Runner(inventory, config, reporter)
+        result = runner.run([play])
+    rows = plan_rows(runner, result)
+    if args.json:
+        console.print_json(json.dumps(rows))
+    else:
+        console.print(plan_table(rows))
+    return EXIT_OK if all(row["fits"] for row in rows.values()) else EXIT_FAILED
+
+
+# ------------------------------------------------------------------------------ endpoint settings
+def service_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, VllmServiceArgs]]:
+    """The selected hosts and each one's service settings, rendered from the smoke task's arguments."""
+    _, hosts = load_hosts(args)
+    playbook = args.playbook or default_playbook()
+    play = serving_play(load_playbook(playbook), playbook)
+    task = next((t for t in play.tasks if t.op == SMOKE_OP), None)
+    if task is None:
+        raise InputError(f"the serving play has no {SMOKE_OP} task", file=playbook)
+    env = make_environment(play.template_dirs)
+    extra_vars = parse_extra_vars(args.extra_vars)
+    settings = {}
+    for host in hosts:
+        variables = {**host_variables(play, host, extra_vars), "inventory_hostname": host.name, "facts": {}}
+        try:
+            settings[host.name] = VllmServiceArgs.model_validate(Renderer(env, variables).render(task.args))
+        except (TemplateError, ValueError) as error:
+            raise InputError(f"host {host.name}: cannot render the service settings: {error}",
+                             file=task.source.file, line=task.source.line) from error
+    return hosts, settings
+
+
+def on_each_host(args: argparse.Namespace, hosts: list[Host],
+                 work: Callable[[Host], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`work(host)` on every host in parallel (--forks); an unreachable host or an error is a row too."""
+    def guarded(host: Host) -> tuple[str, dict[str, Any]]:
+        try:
+            return host.name, work(host)
+        except HostUnreachable as error:
+            return host.name, {"reachable": False, "error": REDACTOR(str(error))}
+        except (ProvisionError, ValueError) as error:
+            return host.name, {"reachable": True, "error": REDACTOR(str(error))}
+
+    with ThreadPoolExecutor(max_workers=max(1, args.forks)) as pool:
+        return dict(pool.map(guarded, hosts))
+
+
+def run_on(host: Host, args: argparse.Namespace, script: str, timeout: float | None) -> tuple[int, str, str]:
+    conn = connect(host, args.trust_new_host_keys)
+    try:
+        done = conn.run(script, sudo=True, timeout=timeout)
+        return done.rc, done.stdout, done.stderr
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------------------------------ bench
+def bench_settings(args: argparse.Namespace) -> BenchSettings:
+    if args.runs < 2 or args.max_tokens < 1 or args.concurrency < 1:
+        raise InputError("--runs must be at least 2, --max-tokens and --concurrency at least 1")
+    return BenchSettings(runs=args.runs, max_tokens=args.max_tokens, concurrency=args.concurrency,
+                         thresholds=GateThresholds(max_range_percent=args.max_range_percent,
+                                                   max_cv_percent=args.max_cv_percent,
+                                                   cluster_gap_percent=args.cluster_gap_percent))
+
+
+def bench_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, settings: BenchSettings,
+               say: Callable[[str], None]) -> dict[str, Any]:
+    say(f"{host.name} | bench | {settings.runs} runs of {settings.max_tokens} tokens "
+        f"({settings.concurrency} at a time) after a warm-up")
+    started = time.monotonic()
+    rc, stdout, stderr = run_on(host, args, bench_script(service.endpoint(), settings), BENCH_TIMEOUT_S)
+    if rc != 0:
+        raise ValueError(f"the benchmark client failed (exit {rc}): {(stderr or stdout).strip()[-400:]}")
+    bench = judge(parse_runs(stdout), settings.thresholds)
+    stats = bench.stats
+    say(f"{host.name} | bench | done in {time.monotonic() - started:.0f}s")
+    return {"reachable": True, "passed": bench.verdict.passed, "reasons": bench.verdict.reasons,
+            "runs": [round(run.decode_tokens_per_s, 2) for run in bench.runs],
+            "mean": round(stats.mean, 2), "min": round(stats.minimum, 2), "max": round(stats.maximum, 2),
+            "range": round(stats.spread, 2), "stdev": round(stats.stdev, 2), "cv_percent": round(stats.cv_percent, 2),
+            "mean_ttft_s": round(bench.mean_ttft_s, 3), "clusters": len(stats.clusters),
+            "completion_tokens": [run.completion_tokens for run in bench.runs]}
+
+
+def bench_table(name: str, row: dict[str, Any]) -> Table:
+    table = Table(title=f"BENCH {name}", title_justify="left", show_header=False)
+    if "error" in row:
+        table.add_row("verdict", Text(f"FAILED: {row['error']}", style="red"))
+        return table
+    table.add_row("runs (tok/s)", ", ".join(f"{value:.1f}" for value in row["runs"]))
+    table.add_row("mean / min / max", f"{row['mean']:.2f} / {row['min']:.2f} / {row['max']:.2f} tok/s")
+    table.add_row("range / stdev / CV", f"{row['range']:.2f} tok/s / {row['stdev']:.2f} / {row['cv_percent']:.2f}%")
+    table.add_row("mean time to first token", f"{row['mean_ttft_s']:.3f} s")
+    verdict = Text("passed", style="green") if row["passed"] else Text(
+        "FAILED the stability gate: " + "; ".join(row["reasons"]), style="red")
+    table.add_row("verdict", verdict)
+    return table
+
+
+def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    settings = bench_settings(args)
+    hosts, services = service_settings(args)
+    rows = on_each_host(args, hosts, lambda host: bench_host(host, args, services[host.name], settings,
+                                                             lambda line: console.print(line, highlight=False,
+                                                                                        markup=False)))
+    for name, row in rows.items():
+        console.print(bench_table(name, row))
+    if args.json_path:
+        args.json_path.write_text(REDACTOR(json.dumps({"settings": asdict(settings), "hosts": rows}, indent=2)) + "\n")
+    return EXIT_OK if all(row.get("passed") for row in rows.values()) else EXIT_FAILED
+
+
+# ----------------------------------------------------------------------------------------- status
+def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, wanted: str) -> dict[str, Any]:
+    # one round trip: the facts probe, then (in a section the probe's parser ignores) the status script
+    script = (f"{probe_script()}\nset +e +o pipefail\nprintf '@@section service-status\\n'\n"
+              f"{status_script(service.layout(), service.endpoint())}")
+    _, stdout, _ = run_on(host, args, script, 60)
+    facts = parse_probe(stdout)
+    status = parse_status(stdout)
+    release = status.release or {}
+    gpu = facts.gpus[0] if facts.gpus else None
+    return {
+        "reachable": True,
+        "gpu": gpu.name if gpu else (f"10de:{facts.pci_gpus[0].device_id} (no driver)" if facts.pci_gpus else "none"),
+        "driver": facts.driver_version, "state": status.state, "uptime_s": status.uptime_s,
+        "image": release.get("pinned_image") or release.get("image"),
+        "weights_commit": (release.get("weights") or {}).get("commit"),
+        "release": release.get("id"), "flags": drift(status.release, wanted),
+        "flags_fingerprint": release.get("flags_fingerprint"), "inventory_fingerprint": wanted,
+        "health": status.health, "tokens_per_s": status.tokens_per_s, "running": status.running,
+        "waiting": status.waiting, "kv_cache_percent": status.kv_cache_percent, "problems": status.problems,
+    }
+
+
+def _uptime(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, _ = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d {hours}h {minutes}m"
+    return f"{hours}h {minutes}m" if hours else f"{minutes}m {int(seconds) % 60}s"
+
+
+def _number(value: float | None, fmt: str = "{:.0f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def status_table(rows: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="STATUS", title_justify="left")
+    for column in ("host", "reachable", "GPU / driver", "service", "uptime", "image", "weights", "flags", "health",
+                   "tok/s", "running / waiting", "KV cache"):
+        table.add_column(column)
+    for name, row in rows.items():
+        if "error" in row:
+            table.add_row(Text(name, style="red"), "yes" if row["reachable"] else Text("no", style="red"),
+                          Text(row["error"][:160], style="red"), *("-",) * 9)
+            continue
+        image = row["image"] or "-"
+        digest = image.split("@", 1)[1][:19] if "@" in image else image
+        active = row["state"].startswith("active")
+        flags_style = "green" if row["flags"] == "in sync" else "bold red"
+        table.add_row(
+            Text(name, style="green" if active and row["health"] == "ok" else "red"), "yes",
+            f"{row['gpu']} / {row['driver'] or '-'}", Text(row["state"], style="green" if active else "red"),
+            _uptime(row["uptime_s"]), digest, (row["weights_commit"] or "-")[:12],
+            Text(row["flags"], style=flags_style),
+            Text(row["health"], style="green" if row["health"] == "ok" else "red"), _number(row["tokens_per_s"]),
+            f"{_number(row['running'])} / {_number(row['waiting'])}", _number(row["kv_cache_percent"], "{:.1f}%"))
+    return table
+
+
+def cmd_status(args: argparse.Namespace, console: Console) -> int:
+    hosts, services = service_settings(args)
+    playbook = args.playbook or default_playbook()
+    wanted = {name: fingerprint(argv[2:]) for name, argv in
+              rendered_arguments(args.inventory, args.limit, args.extra_vars, playbook).items()}
+    rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name]))
+    if args.json:
+        console.print_json(json.dumps(rows, default=str))
+    else:
+        console.print(status_table(rows))
+    return EXIT_OK if all(row["reachable"] and "error" not in row for row in rows.values()) else EXIT_FAILED
+
+
+def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add plan, bench and status to the CLI's subcommands."""
+    plan = subcommands.add_parser("plan", help="per host: does max_model_len fit the GPU, and what would")
+    bench = subcommands.add_parser("bench", help="measure decode tokens/s and judge its stability")
+    status = subcommands.add_parser("status", help="per host: GPU, service, release, flag drift, health, metrics")
+    for parser in (plan, bench, status):
+        add_inventory_arguments(parser)
+        parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
+    plan.add_argument("--json", action="store_true", help="print the plans as JSON")
+    plan.set_defaults(handler=cmd_plan)
+    defaults = BenchSettings()
+    bench.add_argument("--runs", type=int, default=defaults.runs, help="measured runs after one warm-up (10)")
+    bench.add_argument("--max-tokens", type=int, default=defaults.max_tokens, help="tokens per run, forced (2000)")
+    bench.add_argument("--concurrency", type=int, default=defaults.concurrency, help="requests at a time (1)")
+    bench.add_argument("--max-range-percent", type=float, default=defaults.thresholds.max_range_percent,
+                       help="fail when max - min exceeds this percentage of the mean (10)")
+    bench.add_argument("--max-cv-percent", type=float, default=defaults.thresholds.max_cv_percent,
+                       help="fail when the coefficient of variation exceeds this (5)")
+    bench.add_argument("--cluster-gap-percent", type=float, default=defaults.thresholds.cluster_gap_percent,
+                       help="runs further apart than this percentage of the median form separate clusters (20)")
+    bench.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+    bench.set_defaults(handler=cmd_bench)
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(handler=cmd_status)

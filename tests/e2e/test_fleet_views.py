@@ -1,0 +1,129 @@
+"""`provision plan | bench | status` against a lab laptop serving the stand-in, and `provision up`
+refusing a context that cannot fit before it touches the host.
+
+One host: first a refused `up` while it is fresh, then the whole `provision up`, then the views; the
+steps build on each other through module fixtures, so any single test can run alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import Run, provision
+from tests.e2e.test_serving import HF_TOKEN, SERVED, SERVING, STANDIN_ENV, Laptop, hub, hub_endpoint, sh
+from tests.lab import Lab
+from tests.standins.nvidia import HostTraits
+from tests.standins.vllm.build import build_images
+
+pytestmark = pytest.mark.lab
+__all__ = ["hub"]  # the stand-in hub fixture, shared with test_serving.py
+
+BENCH = ("--runs", "4", "--max-tokens", "400")  # 0.2 s a run at the stand-in's 2000 tok/s
+
+
+@pytest.fixture(scope="module")
+def fleet_images(lab: Lab) -> dict[str, str]:
+    """The steady and the alternating stand-in (fast, as the serving tests build them)."""
+    return build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
+                        behaviours=("ok", "alternating"), env=STANDIN_ENV, log=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def laptop(gpu_host, gpu_inventory, fleet_images, hub, tmp_path_factory) -> Iterator[Laptop]:
+    host = gpu_host(HostTraits(), prefix="fleet")
+    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "vllm_image": fleet_images["ok"],
+            "served_model_name": SERVED, "vllm_ready_timeout": 180, "smoke_timeout": 60}
+    laptop = Laptop(host, tmp_path_factory.mktemp("fleet"), gpu_inventory, base)
+    yield laptop
+    print("\nfleet runs:\n  " + "\n  ".join(laptop.timings))  # shown with -s
+
+
+@pytest.fixture(scope="module")
+def refused(laptop: Laptop) -> dict[str, Any]:
+    """On the fresh host: `provision up -e max_model_len=262144` (24 GB card), then what it left."""
+    run = laptop.up("refused", "-e", "max_model_len=262144")
+    return {"run": run, "sources": sh(laptop.host, "ls /etc/apt/sources.list.d/"),
+            "packages": laptop.host.exec("dpkg-query -W -f '${Package}\\n' | grep -E 'nvidia|cuda|docker'")[1]}
+
+
+@pytest.fixture(scope="module")
+def served(refused, laptop: Laptop) -> Run:
+    run = laptop.up("first")
+    assert run.returncode == 0, run.output
+    return run
+
+
+def views(laptop: Laptop, command: str, *args: str) -> Run:
+    """`provision plan|status` (their --json prints to stdout, so no results file)."""
+    return provision(command, str(laptop.inventory), *args)
+
+
+def test_up_refuses_a_context_that_cannot_fit_before_changing_anything(refused, laptop):
+    run = refused["run"]
+    assert run.returncode == 1, run.output
+    tasks = run.host(laptop.host.name)["tasks"]
+    assert not [t["name"] for t in tasks if t["changed"]]
+    assert tasks[-1]["name"] == "Model memory plan" and tasks[-1]["status"] == "failed"
+    output = " ".join(run.output.split())  # the console wraps long lines
+    assert "max_model_len 262144 does not fit" in output and "The largest context that fits is" in output
+    assert "nvidia" not in refused["sources"] and "cuda" not in refused["sources"]
+    assert refused["packages"].strip() == "", refused["packages"]
+
+
+def test_up_reports_the_plan_and_plan_prints_it(served, laptop):
+    planned = next(t for t in served.host(laptop.host.name)["tasks"] if t["name"] == "Model memory plan")
+    assert planned["data"]["max_model_len"] == 131072 and planned["status"] == "ok"
+    table = views(laptop, "plan")
+    assert table.returncode == 0, table.output
+    assert "MEMORY PLAN" in table.stdout and "RTX 5090 Laptop" in table.stdout and "fits" in table.stdout
+    document = views(laptop, "plan", "--json", "-e", "max_model_len=auto")
+    row = json.loads(document.stdout)[laptop.host.name]
+    assert document.returncode == 0 and row["max_model_len"] == row["largest_fitting_context"] >= 131072
+
+
+def test_status_shows_the_service_in_sync_then_drift(served, laptop):
+    run = views(laptop, "status", "--json")
+    assert run.returncode == 0, run.output
+    row = json.loads(run.stdout)[laptop.host.name]
+    image = sh(laptop.host, "docker inspect -f '{{.Config.Image}}' vllm")
+    assert row["state"] == "active (running)" and row["health"] == "ok" and row["flags"] == "in sync"
+    assert row["image"] == image and "@sha256:" in image and row["gpu"] and row["driver"]
+    assert row["uptime_s"] is not None and row["running"] == 0
+    table = views(laptop, "status")
+    assert "in sync" in table.stdout and image.split("@", 1)[1][:19] in table.stdout
+    laptop.set_vars(max_num_seqs=3)  # in the inventory, not applied
+    try:
+        drifted = views(laptop, "status")
+    finally:
+        laptop.set_vars()
+    assert drifted.returncode == 0 and "DRIFT" in drifted.stdout, drifted.output
+
+
+def test_bench_passes_the_steady_stand_in(served, laptop):
+    run = laptop.run("bench", str(laptop.inventory), *BENCH, name="bench-ok")
+    assert run.returncode == 0, run.output
+    row = run.results["hosts"][laptop.host.name]
+    assert row["passed"] and len(row["runs"]) == 4 and row["completion_tokens"] == [400] * 4
+    assert "passed" in run.stdout and "mean time to first token" in run.stdout
+
+
+@pytest.fixture(scope="module")
+def alternating(served, laptop: Laptop, fleet_images) -> Iterator[Run]:
+    laptop.set_vars(vllm_image=fleet_images["alternating"])
+    try:
+        deploy = laptop.up("alternating", "--tags", SERVING)
+        assert deploy.returncode == 0, deploy.output
+        yield laptop.run("bench", str(laptop.inventory), *BENCH, name="bench-alternating")
+    finally:
+        laptop.set_vars()
+
+
+def test_bench_fails_the_gate_on_the_alternating_stand_in(alternating, laptop):
+    assert alternating.returncode == 1, alternating.output
+    row = alternating.results["hosts"][laptop.host.name]
+    assert not row["passed"] and row["clusters"] == 2
+    assert "FAILED the stability gate" in alternating.stdout and "2 clusters" in alternating.stdout
