@@ -147,6 +147,16 @@ def test_first_up_downloads_pulls_starts_and_passes_both_smoke_checks(served, la
     assert record["current"]["weights"] == {"repo": REPO, "revision": "main", "commit": hub.repository.commit}
 
 
+def test_planned_and_found_memory_are_reported_and_recorded(served, laptop):
+    tasks = served["first"].host(laptop.host.name)["tasks"]
+    memory = next(t for t in tasks if t["name"] == "vLLM memory, planned vs found")
+    assert not memory["changed"]
+    assert "KV cache planned" in memory["summary"] and "vLLM found" in memory["summary"]
+    assert memory["data"]["found_kv_available_gib"] > 0 and memory["data"]["planned_kv_available_gib"] > 0
+    record = json.loads(sh(laptop.host, "cat /var/lib/provision/vllm/release.json"))
+    assert record["current"]["startup_memory"]["kv_available_gib"] == memory["data"]["found_kv_available_gib"]
+
+
 def serving_tasks(run: Run, host: str) -> list[str]:
     return [t["name"] for t in run.host(host)["tasks"] if t["changed"] and t["role"] in ("model", "vllm", "smoke")]
 

@@ -23,6 +23,7 @@ SAMPLES = {
     "vllm_release": {"served_name": "m", "image": "registry.invalid/vllm:1", "model": "org/model",
                      "flags": {"served-model-name": "m"},
                      "state_dir": "/nonexistent/state", "env_file": "/nonexistent/env"},
+    "vllm_memory": {"name": "vllm", "state_dir": "/nonexistent/state"},
     "vllm_rollback": {"served_name": "m", "state_dir": "/nonexistent/state", "env_file": "/nonexistent/env"},
     "vllm_smoke": {"served_name": "m", "state_dir": "/nonexistent/state", "env_file": "/nonexistent/env"},
     "directory": {"path": "/nonexistent/dir"},

@@ -1,0 +1,44 @@
+"""vllm_memory on recorded probe output: planned vs found, recorded once, never a change."""
+
+import base64
+import json
+
+from provision.ops import REGISTRY
+from provision.service.release import Record
+
+LOG = ("Model loading took 17.12 GiB memory and 41.2 seconds\nAvailable KV cache memory: 3.06 GiB\n"
+       "GPU KV cache size: 188,397 tokens, Maximum concurrency for 131,072 tokens per request: 1.44x\n")
+PLANNED = {"kv_available_gib": 3.06, "full_sequences": 1.44, "max_model_len": 131072}
+
+
+def probe_output(current: dict | None) -> str:
+    record = Record(current=current).text()
+    return (f"log={base64.b64encode(LOG.encode()).decode()}\n"
+            f"record={base64.b64encode(record.encode()).decode()}\n")
+
+
+def plan(current: dict | None):
+    op = REGISTRY["vllm_memory"]
+    return op.plan(op.Args.model_validate({"planned": PLANNED}), None, probe_output(current))
+
+
+def test_first_time_the_figures_are_written_into_the_record_without_a_change():
+    result = plan({"id": "abc"})
+    assert not result.changed and result.commands
+    assert "KV cache planned 3.06 GiB, vLLM found 3.06 GiB" in result.summary
+    written = json.loads(result.commands[0].data)
+    assert written["current"]["startup_memory"]["kv_available_gib"] == 3.06
+    assert written["current"]["id"] == "abc"
+    assert result.result["found_max_concurrency"] == 1.44
+
+
+def test_converged_when_the_record_already_holds_them():
+    result = plan({"id": "abc", "startup_memory": {"weights_gib": 17.12, "kv_available_gib": 3.06,
+                                                   "kv_cache_tokens": 188397, "max_concurrency": 1.44}})
+    assert not result.changed and not result.commands
+
+
+def test_nothing_running_nothing_to_do():
+    op = REGISTRY["vllm_memory"]
+    result = op.plan(op.Args.model_validate({}), None, "")
+    assert not result.commands and "no memory figures" in result.summary
