@@ -34,7 +34,9 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="provision", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="provision",
+        description="Agentless provisioning of GPU inference hosts: a fresh laptop to a validated vLLM endpoint.")
     parser.add_argument("--version", action="version", version=f"provision {__version__}")
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
