@@ -38,7 +38,7 @@ from provision.secrets import REDACTOR
 from provision.service.argv import fingerprint
 from provision.service.bench import BenchSettings, bench_script, judge, parse_runs
 from provision.service.stability import GateThresholds
-from provision.service.status import drift, parse_status, status_script
+from provision.service.status import drift, parse_status, resolve_auto, status_script
 
 PLAN_ROLE = "plan"
 SMOKE_OP = "vllm_smoke"
@@ -200,7 +200,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
 
 # ----------------------------------------------------------------------------------------- status
-def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, wanted: str) -> dict[str, Any]:
+def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, wanted_argv: list[str]
+                ) -> dict[str, Any]:
     # one round trip: the facts probe, then (in a section the probe's parser ignores) the status script
     script = (f"{probe_script()}\nset +e +o pipefail\nprintf '@@section service-status\\n'\n"
               f"{status_script(service.layout(), service.endpoint())}")
@@ -208,6 +209,7 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
     facts = parse_probe(stdout)
     status = parse_status(stdout)
     release = status.release or {}
+    wanted = fingerprint(resolve_auto(wanted_argv, list(release.get("arguments") or [])))
     gpu = facts.gpus[0] if facts.gpus else None
     return {
         "reachable": True,
@@ -264,7 +266,7 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
     hosts, services = service_settings(args)
     playbook = args.playbook or default_playbook()
-    wanted = {name: fingerprint(argv[2:]) for name, argv in
+    wanted = {name: argv[2:] for name, argv in
               rendered_arguments(args.inventory, args.limit, args.extra_vars, playbook).items()}
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name]))
     if args.json:

@@ -101,6 +101,18 @@ def parse_status(output: str) -> ServiceStatus:
     return status
 
 
+def resolve_auto(wanted: list[str], deployed: list[str]) -> list[str]:
+    """The inventory's argv with each `--flag auto` given the value the deploy resolved it to (the
+    memory plan's number for `max_model_len: auto`), so `auto` is not mistaken for drift."""
+    resolved = list(wanted)
+    for index, word in enumerate(resolved[:-1]):
+        if word.startswith("--") and resolved[index + 1] == "auto" and word in deployed:
+            position = deployed.index(word)
+            if position + 1 < len(deployed):
+                resolved[index + 1] = deployed[position + 1]
+    return resolved
+
+
 def drift(release: dict[str, Any] | None, wanted_fingerprint: str) -> str:
     """'in sync', 'DRIFT' (the inventory asks for other flags than are serving) or 'not deployed'."""
     if not release:

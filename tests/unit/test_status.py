@@ -52,3 +52,12 @@ def test_script_is_valid_bash():
     script = status_script(Layout("vllm", "/etc/provision/vllm/vllm.env", "/var/lib/provision/vllm"),
                            Endpoint("vllm", 8000, "/etc/provision/vllm/vllm.env", "m"))
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_auto_in_the_inventory_matches_the_number_it_was_deployed_with():
+    from provision.service.status import resolve_auto
+
+    deployed = ["org/model", "--max-model-len", "228544", "--max-num-seqs", "4"]
+    assert resolve_auto(["org/model", "--max-model-len", "auto", "--max-num-seqs", "4"], deployed) == deployed
+    changed = resolve_auto(["org/model", "--max-model-len", "auto", "--max-num-seqs", "3"], deployed)
+    assert changed != deployed and changed[2] == "228544"
