@@ -11,6 +11,7 @@ import fcntl
 import functools
 import io
 import json
+import os
 import shutil
 import socket
 import tarfile
@@ -80,9 +81,12 @@ class LabHost:
         return cls(dir=host_dir, **state)
 
     def save(self) -> None:
+        """Write host.json atomically: other threads list the lab's hosts while hosts start."""
         state = asdict(self)
         del state["dir"]
-        (self.dir / "host.json").write_text(json.dumps(state, indent=2) + "\n")
+        partial = self.dir / "host.json.part"
+        partial.write_text(json.dumps(state, indent=2) + "\n")
+        os.replace(partial, self.dir / "host.json")
 
     def create(self, lab_dir: Path, public_key: str) -> None:
         """Start this host fresh (its disk is new), with networking; does not wait for SSH."""
