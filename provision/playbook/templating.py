@@ -87,7 +87,6 @@ class Renderer:
 
     def __init__(self, env: jinja2.Environment, variables: dict[str, Any]) -> None:
         self.env = env
-        self.variables = variables
         self.variables = self._resolved(variables)
 
     def _resolved(self, variables: dict[str, Any]) -> dict[str, Any]:

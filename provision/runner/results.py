@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -101,7 +101,3 @@ class RunResult:
     def write_json(self, path: Path) -> None:
         text = REDACTOR(json.dumps(self.document(), indent=2))
         path.write_text(text + "\n")
-
-
-def as_dict(result: TaskResult) -> dict[str, Any]:
-    return asdict(result)

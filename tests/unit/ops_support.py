@@ -145,3 +145,25 @@ def context(conn: Any, reconnect: Any = None, progress: list[tuple[Any, ...]] | 
         progress=lambda description, completed=None, total=None: calls.append((description, completed, total)),
         reconnect=reconnect or (lambda: conn),
     )
+
+
+class FakeClock:
+    """Time that passes only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def with_fake_clock(monkeypatch: Any, name: str) -> Any:
+    """The registered operation `name`, its `clock` and `sleep` replaced by a FakeClock."""
+    operation = REGISTRY[name]
+    clock = FakeClock()
+    monkeypatch.setattr(operation, "clock", clock)
+    monkeypatch.setattr(operation, "sleep", clock.sleep)
+    return operation

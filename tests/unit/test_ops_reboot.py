@@ -7,29 +7,21 @@ import pytest
 from provision.connection.base import RunResult
 from provision.errors import HostKeyRefused, HostUnreachable
 from provision.ops import REGISTRY
-from tests.unit.ops_support import ScriptedConnection, assert_commands_parse, context, plan, run_local
+from tests.unit.ops_support import (
+    ScriptedConnection,
+    assert_commands_parse,
+    context,
+    plan,
+    run_local,
+    with_fake_clock,
+)
 
 BEFORE = RunResult("boot_id=aaaa\ntoken=t-1\n", "", 0)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def op(monkeypatch):
-    operation = REGISTRY["reboot"]
-    clock = FakeClock()
-    monkeypatch.setattr(operation, "clock", clock)
-    monkeypatch.setattr(operation, "sleep", clock.sleep)
-    return operation
+    return with_fake_clock(monkeypatch, "reboot")
 
 
 def reconnects(*replies: RunResult | Exception):

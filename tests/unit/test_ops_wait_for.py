@@ -17,30 +17,16 @@ from tests.unit.ops_support import (
     make_args,
     plan,
     probe_local,
+    with_fake_clock,
 )
 
 DOWN = RunResult("up=0\n", "", 0)
 UP = RunResult("up=1\n", "", 0)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def op(monkeypatch):
-    operation = REGISTRY["wait_for"]
-    clock = FakeClock()
-    monkeypatch.setattr(operation, "clock", clock)
-    monkeypatch.setattr(operation, "sleep", clock.sleep)
-    return operation
+    return with_fake_clock(monkeypatch, "wait_for")
 
 
 def test_already_up_is_ok_with_nothing_to_do() -> None:
