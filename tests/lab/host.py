@@ -123,6 +123,16 @@ class LabHost:
                 raise TimeoutError(f"{self.name}: no SSH on 127.0.0.1:{self.ssh_port} after {timeout} s")
             time.sleep(0.1)
 
+    def diagnose(self) -> str:
+        """One line on why a host may not answer: its container's state and slirp4netns' last words."""
+        try:
+            state = self.container.attrs["State"]["Status"]
+        except docker.errors.DockerException as error:
+            state = f"unknown ({error})"
+        slirp_log = self.dir / "slirp.log"
+        tail = slirp_log.read_text(errors="replace").strip().splitlines()[-3:] if slirp_log.exists() else []
+        return f"container {state}; slirp4netns: {' | '.join(tail) or 'no log'}"
+
     def exec(self, command: str, user: str = "root") -> tuple[int, str]:
         """Run `command` with bash inside the host (not over SSH); its exit code and output."""
         rc, output = self.container.exec_run(["bash", "-c", command], user=user)

@@ -58,6 +58,7 @@ class Lab:
         self.log = log
         self._reserving = threading.Lock()
         self._allowed: list[str] | None = None
+        self._unlucky_ports: set[int] = set()
 
     @property
     def key_file(self) -> Path:
@@ -93,11 +94,23 @@ class Lab:
         `binds` mount this machine's files into the host (e.g. a simulated device's sysfs folder);
         `extra_ports` are guest ports to forward from 127.0.0.1 too (`host.port(guest)` says where).
         """
-        host = self._reserve(name, prefix, list(binds), list(extra_ports))
-        host.create(self.dir, self.key_file.with_suffix(".pub").read_text())
-        host.wait_for_ssh()
-        self.log(f"{host.name}: ssh on 127.0.0.1:{host.ssh_port}")
-        return host
+        for attempt in (1, 2):
+            host = self._reserve(name, prefix, list(binds), list(extra_ports))
+            host.create(self.dir, self.key_file.with_suffix(".pub").read_text())
+            try:
+                host.wait_for_ssh()
+            except TimeoutError as error:
+                # seen rarely on a loaded 2-core machine: the port forward never answers. Say what
+                # was seen, then start the host again, fresh, on other ports (once).
+                self.log(f"{error}; {host.diagnose()}")
+                self._unlucky_ports.update(host.ports.values())
+                host.remove()
+                if attempt == 2:
+                    raise
+                continue
+            self.log(f"{host.name}: ssh on 127.0.0.1:{host.ssh_port}")
+            return host
+        raise AssertionError("unreachable")
 
     def hosts(self) -> list[LabHost]:
         """Every host of this lab, as recorded on disk."""
@@ -137,7 +150,7 @@ class Lab:
             if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
                 raise ValueError(f"lab host name {name!r}: use lower-case letters, digits and '-'")
             (hosts_dir / name).mkdir(parents=True)
-            taken = {port for host in self.hosts() for port in host.ports.values()}
+            taken = {port for host in self.hosts() for port in host.ports.values()} | self._unlucky_ports
             ports = {SSH_PORT: net.free_port(FIRST_SSH_PORT, taken)}
             for guest_port in extra_ports:
                 ports[guest_port] = net.free_port(FIRST_EXTRA_PORT, taken | set(ports.values()))
