@@ -9,21 +9,26 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
-# The children this process started, reaped when they exit (no zombies).
+# The children this process started, reaped when they exit (no zombies). Hosts start in parallel
+# threads, so every access holds the lock (an unlocked reap once raised "dictionary changed size").
 _children: dict[int, subprocess.Popen[bytes]] = {}
+_children_lock = threading.Lock()
 
 
 def spawn(argv: list[str], pidfile: Path, log: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """Start `argv` in a new session, output to `log`; record its pid."""
-    for pid in [pid for pid, child in _children.items() if child.poll() is not None]:
-        del _children[pid]
+    with _children_lock:
+        for pid in [pid for pid, child in _children.items() if child.poll() is not None]:
+            del _children[pid]
     with open(log, "ab") as out:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True, cwd=cwd)
-    _children[child.pid] = child
+    with _children_lock:
+        _children[child.pid] = child
     pidfile.write_text(f"{child.pid}\n")
     return child
 
@@ -35,8 +40,9 @@ def running(pidfile: Path, expect: str) -> int | None:
         pid = int(pidfile.read_text())
     except (FileNotFoundError, ValueError):
         return None
-    if pid in _children:  # ours: its command line is known even before /proc shows it (during exec)
-        child = _children[pid]
+    with _children_lock:
+        child = _children.get(pid)
+    if child is not None:  # ours: its command line is known even before /proc shows it (during exec)
         alive, cmdline = child.poll() is None, " ".join(map(str, child.args)) + " "
     else:
         try:
