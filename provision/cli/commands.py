@@ -7,10 +7,12 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from provision import content
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import HostUnreachable, ProvisionError
 from provision.facts.gather import gather_facts
@@ -18,10 +20,12 @@ from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.loader import load_inventory
 from provision.inventory.model import Host, Inventory
 from provision.playbook.loader import load_playbook
+from provision.playbook.model import Play
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect
 from provision.secrets import REDACTOR
+from provision.settings import load_specs, validate_hosts
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -30,26 +34,42 @@ def _split(text: str) -> frozenset[str]:
     return frozenset(t.strip() for t in text.split(",") if t.strip())
 
 
-def load_hosts(args: argparse.Namespace) -> tuple[Inventory, list[Host]]:
-    """The inventory and the hosts selected by --limit: all validated before anything connects."""
-    inventory = load_inventory(args.inventory)
-    hosts = inventory.select(args.limit)
-    inventory.check_key_files(hosts)
+def playbook_of(args: argparse.Namespace) -> Path:
+    """The playbook a command runs (`--playbook`, ./playbooks/site.yaml, or the shipped one)."""
+    return content.playbook_path(getattr(args, "playbook", None))
+
+
+def roles_of(args: argparse.Namespace) -> Path:
+    """The roles folder a command uses (`--roles-path`, ./roles, beside the playbook, or shipped)."""
+    return content.roles_path(getattr(args, "roles_path", None), playbook_of(args))
+
+
+def plays_of(args: argparse.Namespace) -> list[Play]:
+    return load_playbook(playbook_of(args), roles_of(args))
+
+
+def validated_inventory(path: Path, limit: str | None, extra_vars: dict[str, Any],
+                        roles_dir: Path) -> tuple[Inventory, list[Host]]:
+    """The inventory and the hosts selected by --limit, their settings checked against the roles'
+    declarations (InvalidSettings, exit 2): all before anything connects."""
+    inventory = load_inventory(path)
+    hosts = inventory.select(limit)
+    validate_hosts(inventory, hosts, roles_dir, load_specs([roles_dir]), extra_vars)
     return inventory, hosts
 
 
-def default_playbook() -> Path:
-    """playbooks/site.yaml of the working directory, else of the checkout this package lives in."""
-    here = Path("playbooks/site.yaml")
-    if here.exists():
-        return here
-    return Path(__file__).resolve().parents[2] / "playbooks" / "site.yaml"
+def load_hosts(args: argparse.Namespace) -> tuple[Inventory, list[Host]]:
+    """The validated inventory and selected hosts; their key files exist."""
+    inventory, hosts = validated_inventory(args.inventory, args.limit, parse_extra_vars(args.extra_vars),
+                                           roles_of(args))
+    inventory.check_key_files(hosts)
+    return inventory, hosts
 
 
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
     inventory, _ = load_hosts(args)
     extra_vars = parse_extra_vars(args.extra_vars)
-    plays = load_playbook(args.playbook or default_playbook())
+    plays = plays_of(args)
     config = RunConfig(
         forks=args.forks,
         serial=parse_serial(args.serial) if args.serial else None,

@@ -22,15 +22,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands import EXIT_FAILED, EXIT_OK, default_playbook, load_hosts
+from provision.cli.commands import EXIT_FAILED, EXIT_OK, load_hosts, playbook_of, plays_of
 from provision.cli.output import ConsoleReporter
-from provision.cli.serving import rendered_arguments, serving_play, task_file_play
+from provision.cli.serving import rendered_of, serving_play, task_file_play
 from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.parse import parse_probe, probe_script
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
 from provision.ops.vllm_service import VllmServiceArgs
-from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect, host_variables
@@ -80,8 +79,7 @@ def plan_table(rows: dict[str, dict[str, Any]]) -> Table:
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     inventory, _ = load_hosts(args)
-    playbook = args.playbook or default_playbook()
-    play = task_file_play(serving_play(load_playbook(playbook), playbook, PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
+    play = task_file_play(serving_play(plays_of(args), playbook_of(args), PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
                        extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True))
     # with --json the progress lines go to stderr, so stdout is the document alone
@@ -100,8 +98,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 def service_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, VllmServiceArgs]]:
     """The selected hosts and each one's service settings, rendered from the smoke task's arguments."""
     _, hosts = load_hosts(args)
-    playbook = args.playbook or default_playbook()
-    play = serving_play(load_playbook(playbook), playbook)
+    playbook = playbook_of(args)
+    play = serving_play(plays_of(args), playbook)
     task = next((t for t in play.tasks if t.op == SMOKE_OP), None)
     if task is None:
         raise InputError(f"the serving play has no {SMOKE_OP} task", file=playbook)
@@ -265,9 +263,7 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
 
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
     hosts, services = service_settings(args)
-    playbook = args.playbook or default_playbook()
-    wanted = {name: argv[2:] for name, argv in
-              rendered_arguments(args.inventory, args.limit, args.extra_vars, playbook).items()}
+    wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name]))
     if args.json:
         console.print_json(json.dumps(rows, default=str))
