@@ -14,13 +14,21 @@ from pathlib import Path
 
 from rich.console import Console
 
-from provision import __version__
+from provision import __version__, content
 from provision.cli import commands, fleet, serving
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 Command = Callable[[argparse.Namespace, Console], int]
+
+
+class VersionAction(argparse.Action):
+    """`--version`: the version, and where the playbook and roles come from (./, or the shipped ones)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"provision {__version__}\n{content.describe()}")
+        parser.exit()
 
 
 def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="provision",
         description="Agentless provisioning of GPU inference hosts: a fresh laptop to a validated vLLM endpoint.")
-    parser.add_argument("--version", action="version", version=f"provision {__version__}")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="show the version and which playbook and roles would be used, then exit")
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = subcommands.add_parser("up", help="converge hosts: run the playbook (default playbooks/site.yaml)")
