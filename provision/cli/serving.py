@@ -60,7 +60,8 @@ def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
     if not tasks:
         raise InputError(f"{role.path / file_name} has no tasks", file=role.path / file_name)
     only = Role(name=role.name, path=role.path, tasks=tasks, handlers=[], defaults=play.defaults)
-    return Play(name=f"{role_name}/{file_name}", hosts=play.hosts, roles=[only], vars=play.vars, source=play.source)
+    return Play(name=f"{role_name}/{file_name}", hosts=play.hosts, roles=[only], vars=play.vars, source=play.source,
+                specs=play.specs)
 
 
 def run_task_file(args: argparse.Namespace, console: Console, role_name: str, file_name: str,

@@ -55,7 +55,8 @@ def cmd_vars(args: argparse.Namespace, console: Console) -> int:
     specs = load_specs([roles_dir])
     secret_names = {name for name, option in specs.options.items() if option.secret}
     defaults = RoleDefaults.read(roles_dir)
-    rows = {host.name: host_rows(effective(host, inventory, defaults, extra_vars), secret_names) for host in hosts}
+    rows = {host.name: host_rows(effective(host, inventory, defaults, extra_vars, specs), secret_names)
+            for host in hosts}
     if args.json:
         console.print_json(REDACTOR(json.dumps(rows, default=str)))
         return EXIT_OK

@@ -19,6 +19,7 @@ from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.results import HostResult, RunResult
 from provision.secrets import REDACTOR
+from provision.settings.profiles import profile_layer
 
 
 @dataclass
@@ -43,8 +44,10 @@ def connect(host: Host, trust_new_host_keys: bool) -> Connection:
 
 
 def host_variables(play: Play, host: Host, extra_vars: dict[str, Any]) -> dict[str, Any]:
-    """Role defaults < play vars < inventory (group, then host) vars < -e extra vars."""
-    return {**play.defaults, **play.vars, **host.vars, **extra_vars}
+    """Role defaults < the profiles they select (`model:`) < play vars < inventory (group, then host)
+    vars < -e extra vars."""
+    chosen = {**play.role_defaults, **play.vars, **host.vars, **extra_vars}
+    return {**play.role_defaults, **profile_layer(play.specs, chosen), **play.vars, **host.vars, **extra_vars}
 
 
 class Runner:

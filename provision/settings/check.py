@@ -99,8 +99,25 @@ def check_value(option: Option, value: Any, variables: Mapping[str, Any]) -> str
     if is_template(value):
         return None
     if any(_is(kind, value) and _within(kind, value, option, variables) for kind in option.types):
-        return None
+        return _check_keys(option, value, variables) if option.suboptions and isinstance(value, Mapping) else None
     return f"expected {expected(option, variables)}; got {shown(value, option.secret)}"
+
+
+def _check_keys(option: Option, value: Mapping[Any, Any], variables: Mapping[str, Any]) -> str | None:
+    """The first problem of a mapping with declared keys: unknown, missing (required) or a bad value."""
+    for key in value:
+        if key not in option.suboptions:
+            return f"{key}: not a key of {option.name}{did_you_mean(str(key), option.suboptions)}"
+    for key, sub in option.suboptions.items():
+        if key not in value:
+            if sub.required:
+                return f"{key}: missing (required)"
+            continue
+        problem = check_value(sub, value[key], variables)
+        if problem:
+            nested = sub.suboptions and problem.split(":")[0] in sub.suboptions
+            return f"{key}.{problem}" if nested else f"{key}: {problem}"
+    return None
 
 
 def check_flags(option: Option, value: Mapping[Any, Any]) -> list[tuple[str, str]]:

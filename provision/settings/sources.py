@@ -13,6 +13,8 @@ from typing import Any
 
 from provision.inventory.model import Host, Inventory
 from provision.inventory.yaml_loader import load_yaml_file
+from provision.settings import profiles
+from provision.settings.spec import Specs
 
 EXTRA_VARS = "-e"
 
@@ -51,9 +53,10 @@ class RoleDefaults:
         return cls(values)
 
 
-def effective(host: Host, inventory: Inventory, defaults: RoleDefaults,
-              extra_vars: dict[str, Any]) -> dict[str, Value]:
-    """Every variable the host's tasks see, each with its origin, lowest layer first."""
+def effective(host: Host, inventory: Inventory, defaults: RoleDefaults, extra_vars: dict[str, Any],
+              specs: Specs) -> dict[str, Value]:
+    """Every variable the host's tasks see, each with its origin: role defaults < the selected
+    profiles (provision/settings/profiles.py) < inventory < `-e`."""
     merged = dict(defaults.values)
     for name, value in host.vars.items():
         origin = inventory.origins.get(host.name, {}).get(name)
@@ -61,4 +64,11 @@ def effective(host: Host, inventory: Inventory, defaults: RoleDefaults,
                              "inventory")
     for name, value in extra_vars.items():
         merged[name] = Value(value, None, None, EXTRA_VARS)
+    for option in specs.profile_options:
+        chosen = merged.get(option.name)
+        if chosen is None:
+            continue
+        for name, item in profiles.selected(option, chosen.value, (chosen.file, chosen.line)).items():
+            if name not in merged or merged[name].layer.startswith("role default"):
+                merged[name] = Value(item.value, item.file, item.line, f"{option.name} profile ({chosen.value})")
     return merged

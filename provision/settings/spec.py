@@ -14,13 +14,13 @@ from typing import Any
 
 from provision.errors import InputError
 from provision.inventory.suggest import did_you_mean
-from provision.inventory.yaml_loader import load_yaml_file
+from provision.inventory.yaml_loader import YamlDocument, load_yaml_file
 from provision.settings.flags import FlagList, load_flag_list
 
 SPEC_FILE = Path("meta") / "argument_specs.yaml"
 TYPES = ("str", "int", "float", "bool", "list", "dict", "path")
 OPTION_KEYS = frozenset({"type", "min", "max", "choices", "secret", "description", "flag_list", "managed_flags",
-                         "elements"})
+                         "profiles", "options", "required"})
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,11 @@ class Option:
     flags: FlagList | None = None
     #: flag -> the variable that sets it (a flag with a variable of its own is refused in a flag mapping)
     managed_flags: dict[str, str] = field(default_factory=dict)
+    #: a folder of named profiles (one YAML file of variables each); the value names the one to apply
+    profiles: Path | None = None
+    #: the keys a mapping takes (Ansible's suboptions), each declared like a variable
+    suboptions: dict[str, Option] = field(default_factory=dict)
+    required: bool = False
 
 
 @dataclass
@@ -53,6 +58,11 @@ class Specs:
 
     def get(self, name: str) -> Option | None:
         return self.options.get(name)
+
+    @property
+    def profile_options(self) -> list[Option]:
+        """The variables whose value selects a profile (`model: gemma-4-26b-a4b-awq`)."""
+        return [option for option in self.options.values() if option.profiles is not None]
 
 
 def load_specs(roles_dirs: list[Path]) -> Specs:
@@ -77,9 +87,14 @@ def _read_spec_file(path: Path, role: str) -> list[Option]:
     if not isinstance(data, dict) or not isinstance(data.get("options") or {}, dict):
         raise InputError("expected `options:` mapping variable names to their declarations", path,
                          doc.value_line(()))
+    return _read_options(doc, ("options",), data.get("options") or {}, path, role)
+
+
+def _read_options(doc: YamlDocument, at: tuple[str, ...], options: dict[Any, Any], path: Path,
+                  role: str) -> list[Option]:
     result = []
-    for name, raw in (data.get("options") or {}).items():
-        line = doc.line(("options", name))
+    for name, raw in options.items():
+        line = doc.line((*at, name))
 
         def refuse(message: str, name: str = name, line: int | None = line) -> InputError:
             return InputError(message, path, line, str(name))
@@ -94,14 +109,18 @@ def _read_spec_file(path: Path, role: str) -> list[Option]:
         for kind in types:
             if kind not in TYPES:
                 raise refuse(f"unknown type {kind!r}; one of {', '.join(TYPES)}{did_you_mean(str(kind), TYPES)}")
-        if not str(raw.get("description") or "").strip():
+        if not str(raw.get("description") or "").strip() and len(at) == 1:
             raise refuse("every variable needs a one-line description:")
         flag_list = raw.get("flag_list")
         result.append(Option(
-            name=str(name), types=types, description=str(raw["description"]).strip(), role=role, file=path,
+            name=str(name), types=types, description=str(raw.get("description") or "").strip(), role=role, file=path,
             line=line, minimum=raw.get("min"), maximum=raw.get("max"), choices=tuple(raw.get("choices") or ()),
             secret=bool(raw.get("secret", False)),
             flags=load_flag_list(path.parent / flag_list) if flag_list else None,
             managed_flags=dict(raw.get("managed_flags") or {}),
+            profiles=path.parent.parent / raw["profiles"] if raw.get("profiles") else None,
+            suboptions={o.name: o for o in _read_options(doc, (*at, name, "options"), raw.get("options") or {},
+                                                         path, role)},
+            required=bool(raw.get("required", False)),
         ))
     return result

@@ -72,6 +72,12 @@ def check_host(variables: dict[str, Value], specs: Specs) -> list[InputError]:
     own, problems = user_declared(variables.get(USER_DECLARED))
     plain = {name: value.value for name, value in variables.items()}
     declared = {**specs.options, **own}
+    for name in sorted(set(specs.options) - set(variables)):
+        option = specs.options[name]
+        chosen = [f"the {o.name} profile {variables[o.name].value!r} ({variables[o.name].where})"
+                  for o in specs.profile_options if o.name in variables]
+        problems.append(InputError(f"has no value: no role default, and {' or '.join(chosen) or 'no profile'} "
+                                   "does not set it", option.file, option.line, name))
     for name, origin in variables.items():
         option = declared.get(name)
         if option is None:
@@ -100,7 +106,7 @@ def validate_hosts(inventory: Inventory, hosts: list[Host], roles_dir: Path, spe
     defaults = RoleDefaults.read(roles_dir)
     seen: dict[str, InputError] = {}
     for host in hosts:
-        for problem in check_host(effective(host, inventory, defaults, extra_vars), specs):
+        for problem in check_host(effective(host, inventory, defaults, extra_vars, specs), specs):
             seen.setdefault(str(problem), problem)
     if seen:
         raise InvalidSettings(sorted(seen.values(), key=lambda p: (str(p.file), p.line or 0, p.key or "")))

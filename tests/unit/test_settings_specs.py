@@ -11,7 +11,7 @@ import yaml
 from jinja2 import meta
 
 from provision.errors import InputError
-from provision.settings import load_specs
+from provision.settings import load_specs, profiles
 from provision.settings.check import check_flags, check_value, expected
 from provision.settings.sources import RoleDefaults
 from provision.settings.validate import BUILTIN
@@ -38,8 +38,25 @@ def test_every_default_is_declared_by_its_own_role_and_passes_its_declaration():
             assert check_flags(option, value.value) == [], name
 
 
-def test_every_declaration_has_a_default():
-    assert sorted(set(SPECS.options) - set(DEFAULTS.values)) == []
+def test_every_declaration_has_a_default_or_is_set_by_every_profile():
+    [model] = SPECS.profile_options
+    profile_sets = [set(profiles.read(model, name)) for name in profiles.names(model)]
+    assert len(profile_sets) >= 4
+    missing = set(SPECS.options) - set(DEFAULTS.values)
+    for name, keys in zip(profiles.names(model), profile_sets, strict=True):
+        assert missing <= keys, f"profile {name} lacks {sorted(missing - keys)}"
+
+
+def test_every_profile_passes_the_declarations():
+    [model] = SPECS.profile_options
+    for name in profiles.names(model):
+        values = {key: item.value for key, item in profiles.read(model, name).items()}
+        for key, value in values.items():
+            option = SPECS.get(key)
+            assert option is not None, f"{name}: {key} is not declared"
+            assert check_value(option, value, values) is None, (name, key)
+            if isinstance(value, dict):
+                assert check_flags(option, value) == [], (name, key)
 
 
 def _names(text: str, env: jinja2.Environment) -> set[str]:
