@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from provision import __version__, content
-from provision.cli import commands, fleet, serving, variables
+from provision.cli import commands, fleet, models, serving, variables
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_commands(subcommands, add_inventory_arguments)
     fleet.add_commands(subcommands, add_inventory_arguments)
     variables.add_commands(subcommands, add_inventory_arguments)
+    models.add_commands(subcommands, add_inventory_arguments)
     return parser
 
 

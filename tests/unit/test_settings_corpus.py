@@ -7,13 +7,16 @@ a command that does connect.
 
 from __future__ import annotations
 
+import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from tests.unit.test_cli_input_errors import listener, provision
 
 __all__ = ["listener"]
+REPO = Path(__file__).resolve().parents[2]
 
 HOST = """\
 name: lab1
@@ -54,6 +57,10 @@ CORPUS = {
                       "--port takes a value; false"),
     "in group vars": (FLEET, "max_num_batched_tokens: 0", ":8", "max_num_batched_tokens", "of at least 1; got 0"),
     "typo in group vars": (FLEET, "smoke_vison: false", ":8", "smoke_vison", "did you mean 'smoke_vision'"),
+    "unknown model": (HOST, "model: qwen2.5-vl", ":5", "model",
+                      "no model profile 'qwen2.5-vl' in roles/vllm/models (did you mean 'qwen2.5-vl-7b-awq'?)"),
+    "model architecture key": (HOST, "model_architecture: {layers: 2, ful: {}}", ":5", "model_architecture",
+                               "ful: not a key of model_architecture (did you mean 'full'?)"),
     "secret of the wrong type": (HOST, "hf_token: 12345", ":5", "hf_token", "expected a string; got a secret value"),
 }
 
@@ -73,6 +80,43 @@ def test_bad_setting_exits_2_naming_file_line_key_before_any_contact(case, tmp_p
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{inventory}{where}: {key}: " in done.stderr
     assert words in done.stderr
+    assert connections == []
+
+
+# a profile file's broken line -> (what the profile line becomes, words the message must hold)
+BROKEN_PROFILES = {
+    "a value of the wrong type": ("max_num_seqs: four", ":18: max_num_seqs: expected an integer"),
+    "an undeclared key": ("max_num_seq: 4", ":18: max_num_seq: no role declares this variable (did you mean"),
+    "not a mapping": ("- a list", ":18: YAML syntax error"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_PROFILES)
+def test_a_broken_profile_is_refused_at_its_own_line(case, tmp_path, listener):
+    port, connections = listener
+    roles = tmp_path / "roles"
+    shutil.copytree(REPO / "roles", roles)
+    profile = roles / "vllm/models/gemma-4-26b-a4b-awq.yaml"
+    line, words = BROKEN_PROFILES[case]
+    profile.write_text(profile.read_text().replace("max_num_seqs: 4  ", line + "  "))
+    inventory = write(tmp_path, HOST, "max_model_len: 4096", port)
+    done = provision("up", str(inventory), "--check", "--roles-path", str(roles))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert str(profile) + words in done.stderr
+    assert connections == []
+
+
+def test_a_profile_that_leaves_out_a_model_setting_is_refused(tmp_path, listener):
+    port, connections = listener
+    roles = tmp_path / "roles"
+    shutil.copytree(REPO / "roles", roles)
+    profile = roles / "vllm/models/qwen2.5-vl-7b-awq.yaml"
+    profile.write_text(profile.read_text().replace("max_num_batched_tokens: 8192", ""))
+    inventory = write(tmp_path, HOST, "model: qwen2.5-vl-7b-awq", port)
+    done = provision("render", str(inventory), "--roles-path", str(roles))
+    assert done.returncode == 2
+    assert ("max_num_batched_tokens: has no value: no role default, and the model profile 'qwen2.5-vl-7b-awq' "
+            f"({inventory}:5) does not set it") in done.stderr
     assert connections == []
 
 
