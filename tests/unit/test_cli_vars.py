@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from provision.cli.main import main
 
@@ -44,3 +45,11 @@ def test_secrets_print_as_stars(capsys, tmp_path):
 def test_without_host_every_selected_host(capsys, tmp_path):
     assert sorted(vars_of(capsys, tmp_path)) == ["desk-1", "desk-2"]
     assert list(vars_of(capsys, tmp_path, "-l", "desk-2")) == ["desk-2"]
+
+
+def test_the_shipped_local_inventory_runs_here_without_ssh(capsys):
+    """inventory/local.yaml: the laptop provisions itself (local connection, `sudo -n` for root)."""
+    local = Path(__file__).resolve().parents[2] / "inventory" / "local.yaml"
+    assert main(["facts", str(local), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)["localhost"]
+    assert facts["os"]["id"] and facts["kernel"]
