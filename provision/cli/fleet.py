@@ -29,15 +29,15 @@ from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.parse import parse_probe, probe_script
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
-from provision.ops.vllm_service import VllmServiceArgs
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect, host_variables
 from provision.secrets import REDACTOR
-from provision.service.argv import fingerprint
-from provision.service.bench import BenchSettings, bench_script, judge, parse_runs
-from provision.service.stability import GateThresholds
-from provision.service.status import drift, parse_status, resolve_auto, status_script
+from provision.vllm.argv import fingerprint
+from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
+from provision.vllm.ops.vllm_service import VllmServiceArgs
+from provision.vllm.stability import GateThresholds
+from provision.vllm.status import drift, parse_status, resolve_auto, status_script
 
 PLAN_ROLE = "plan"
 SMOKE_OP = "vllm_smoke"

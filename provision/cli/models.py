@@ -19,11 +19,11 @@ from rich.text import Text
 
 from provision.cli.commands import EXIT_OK, roles_of
 from provision.errors import InputError
-from provision.ops.memory_plan import model_shape
-from provision.service.gpus import GpuProfile
-from provision.service.planner import ServingSettings, plan_memory
 from provision.settings import load_specs, profiles
 from provision.settings.sources import RoleDefaults
+from provision.vllm.gpus import GpuProfile
+from provision.vllm.ops.memory_plan import model_shape
+from provision.vllm.planner import ServingSettings, plan_memory
 
 
 def fits(variables: dict[str, Any], gpu: GpuProfile) -> dict[str, Any]:

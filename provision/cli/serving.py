@@ -37,7 +37,7 @@ from provision.playbook.model import Play, Role
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.runner import RunConfig, Runner, host_variables
 from provision.secrets import REDACTOR
-from provision.service.argv import FlagError, serve_arguments
+from provision.vllm.argv import FlagError, serve_arguments
 
 SERVING_ROLE = "vllm"
 RELEASE_OP = "vllm_release"

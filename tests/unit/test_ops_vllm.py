@@ -15,7 +15,7 @@ from provision.connection.base import RunResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from provision.secrets import REDACTOR
-from provision.service.release import Record, sha256_text
+from provision.vllm.release import Record, sha256_text
 from tests.unit.ops_support import ScriptedConnection, assert_bash_parses, context, make_args, plan
 
 KEY = "sk-ops-test-key-abcdefghijklmnop"

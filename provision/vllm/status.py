@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.service.endpoint import Endpoint
-from provision.service.release import Layout, Record
-from provision.service.shell import quote
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.release import Layout, Record
+from provision.vllm.shell import quote
 
 METRIC = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>[-+0-9.eEnaNif]+)')
 

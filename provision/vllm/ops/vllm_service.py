@@ -11,10 +11,10 @@ from pydantic import Field
 from provision.ops.base import ApplyContext, OpArgs
 from provision.ops.fields import AbsolutePath
 from provision.ops.streaming import ProgressThrottle
-from provision.service.checks import CheckSettings, verifier
-from provision.service.endpoint import Endpoint
-from provision.service.readiness import StartMark
-from provision.service.release import Layout
+from provision.vllm.checks import CheckSettings, verifier
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.readiness import StartMark
+from provision.vllm.release import Layout
 
 
 class VllmServiceArgs(OpArgs):

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.errors import CommandFailed, TaskFailed
-from provision.service.argv import fingerprint
-from provision.service.readiness import StartMark
-from provision.service.shell import quote
+from provision.vllm.argv import fingerprint
+from provision.vllm.readiness import StartMark
+from provision.vllm.shell import quote
 
 RECORD_VERSION = 1
 

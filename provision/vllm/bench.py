@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from provision.service.endpoint import Endpoint
-from provision.service.shell import quote
-from provision.service.stability import GateThresholds, SeriesStats, Verdict, gate, summarize
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.shell import quote
+from provision.vllm.stability import GateThresholds, SeriesStats, Verdict, gate, summarize
 
 PROMPT = ("Write a detailed, well-structured technical report on maintaining a fleet of office laptops "
           "that serve a local language model: hardware, drivers, containers, monitoring, upgrades.")

@@ -13,9 +13,9 @@ from typing import Any
 
 from provision.errors import CommandFailed
 from provision.secrets import REDACTOR
-from provision.service.endpoint import Endpoint
-from provision.service.readiness import Progress, StartMark, Waiter
-from provision.service.smoke import run_smoke
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.readiness import Progress, StartMark, Waiter
+from provision.vllm.smoke import run_smoke
 
 DEFAULT_READY_TIMEOUT_S = 1200.0
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from provision.ops.base import Command, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
-from provision.service.release import Record
-from provision.service.shell import quote
-from provision.service.startup_log import parse_startup_memory, planned_vs_actual
+from provision.vllm.release import Record
+from provision.vllm.shell import quote
+from provision.vllm.startup_log import parse_startup_memory, planned_vs_actual
 
 MEMORY_LINES = "Model loading took|Available KV cache memory|GPU KV cache size"
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 from provision.errors import TaskFailed
 from provision.facts.model import HostFacts
 from provision.ops.base import OpArgs, Operation, Plan, register
-from provision.service.gpus import GpuProfile, UnknownGpu, identify_gpu
-from provision.service.planner import AttentionLayers, ModelShape, ServingSettings, plan_memory
+from provision.vllm.gpus import GpuProfile, UnknownGpu, identify_gpu
+from provision.vllm.planner import AttentionLayers, ModelShape, ServingSettings, plan_memory
 
 
 class Args(OpArgs):

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from provision.errors import TaskFailed
-from provision.service.endpoint import Endpoint
-from provision.service.fatal import FatalLine, clean, find_fatal
-from provision.service.shell import quote
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.fatal import FatalLine, clean, find_fatal
+from provision.vllm.shell import quote
 
 LOG_LINES = 300
 CHECK_TIMEOUT_S = 5

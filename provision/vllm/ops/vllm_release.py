@@ -20,12 +20,12 @@ from pydantic import Field, field_validator, model_validator
 
 from provision.ops.base import ApplyContext, ApplyResult, Command, Operation, Plan, register
 from provision.ops.scripting import probe_block, text_diff
-from provision.ops.vllm_service import VllmServiceArgs, verify_on
 from provision.secrets import Secret
-from provision.service.argv import FlagError, serve_arguments
-from provision.service.checks import host_runner
-from provision.service.release import Deployer, LiveState, Release, differences, parse_live_state, state_probe
-from provision.service.unit import ContainerUnit, render_env_file, render_unit
+from provision.vllm.argv import FlagError, serve_arguments
+from provision.vllm.checks import host_runner
+from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
+from provision.vllm.release import Deployer, LiveState, Release, differences, parse_live_state, state_probe
+from provision.vllm.unit import ContainerUnit, render_env_file, render_unit
 
 
 class VllmReleaseArgs(VllmServiceArgs):

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.errors import TaskFailed
-from provision.service.endpoint import Endpoint
-from provision.service.png import data_uri, red_gradient_png
-from provision.service.shell import quote
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.png import data_uri, red_gradient_png
+from provision.vllm.shell import quote
 
 SANE_FINISH_REASONS = ("stop", "length")
 TEXT_PROMPT = "In one short sentence: what is a GPU used for?"

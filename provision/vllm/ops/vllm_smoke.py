@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.ops.base import ApplyContext, ApplyResult, Command, Operation, Plan, register
-from provision.ops.vllm_service import VllmServiceArgs, verify_running
+from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_running
 
 
 @dataclass
