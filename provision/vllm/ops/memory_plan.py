@@ -1,7 +1,7 @@
 """memory_plan: refuse a context length the GPU cannot hold, before anything is changed.
 
 Pure: facts (the GPU) + arguments (model architecture, serving settings, GPU profiles) -> the
-plan of provision/service/planner.py. Never a change; `max_model_len: auto` resolves here, and the
+plan of provision/vllm/planner.py. Never a change; `max_model_len: auto` resolves here, and the
 result (registered) is what the vllm role renders.
 """
 

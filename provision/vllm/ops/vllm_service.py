@@ -1,5 +1,5 @@
 """Arguments shared by the vLLM service operations (`vllm_release`, `vllm_smoke`, `vllm_rollback`):
-where the service lives on the host and how it is checked. See provision/service/ for the behaviour.
+where the service lives on the host and how it is checked. See provision/vllm/ for the behaviour.
 """
 
 from __future__ import annotations
