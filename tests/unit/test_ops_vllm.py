@@ -147,3 +147,8 @@ def test_rollback_needs_a_previous_release() -> None:
     result = plan("vllm_rollback", probe_output(record), **SERVICE_ARGS)
     assert result.changed and result.summary == (
         "roll back from release aaa (image new, weights ?) to release bbb (image old, weights ?)")
+
+
+def test_the_units_start_timeout_follows_vllm_ready_timeout() -> None:
+    args = make_args("vllm_release", **{**RELEASE_ARGS, "ready_timeout": 180})
+    assert "TimeoutStartSec=180\n" in args.release().unit_text

@@ -91,7 +91,7 @@ class VllmReleaseArgs(VllmServiceArgs):
             volumes=list(self.volumes),
             env_file=self.env_file, docker=self.docker, restart_sec=self.restart_sec,
             start_limit_interval_s=self.start_limit_interval, start_limit_burst=self.start_limit_burst,
-            stop_timeout_s=self.stop_timeout,
+            stop_timeout_s=self.stop_timeout, start_timeout_s=int(self.ready_timeout),
         )
 
     def release(self) -> Release:
