@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from provision import content
+from provision.cli.endpoints import endpoint_lines
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import HostUnreachable, ProvisionError
 from provision.facts.gather import gather_facts
@@ -82,6 +83,8 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
     with ConsoleReporter(console, check=args.check, show_diff=args.diff) as reporter:
         result = Runner(inventory, config, reporter).run(plays)
     console.print(recap_table(result))
+    for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
+        console.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     if result.aborted:
         console.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
     if args.json_path:

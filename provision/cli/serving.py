@@ -29,6 +29,7 @@ from provision.cli.commands import (
     roles_of,
     validated_inventory,
 )
+from provision.cli.endpoints import SERVING_ROLE, serving_play
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
@@ -39,16 +40,7 @@ from provision.runner.runner import RunConfig, Runner, host_variables
 from provision.secrets import REDACTOR
 from provision.vllm.argv import FlagError, serve_arguments
 
-SERVING_ROLE = "vllm"
 RELEASE_OP = "vllm_release"
-
-
-def serving_play(plays: list[Play], source: Path, role_name: str = SERVING_ROLE) -> Play:
-    """The play that holds the role `role_name` (the vllm role by default)."""
-    for play in plays:
-        if any(role.name == role_name for role in play.roles):
-            return play
-    raise InputError(f"no play of the playbook has the {role_name!r} role", file=source)
 
 
 def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
