@@ -1,10 +1,11 @@
 """Where the playbooks and roles come from: the user's own, or the ones shipped with the tool.
 
-One rule, used by every command: `--roles-path` if given; else `./roles` of the working directory;
-else the `roles/` beside the playbook (`--playbook my/site.yaml` with `my/../roles`); else the shipped
-roles. The playbook: `--playbook` if given; else `./playbooks/site.yaml`; else the shipped one. The
-shipped content is package data of an installed wheel (`provision/_shipped/`, see pyproject.toml) or,
-when running from a checkout, the checkout's own top-level `playbooks/` and `roles/`.
+One rule, used by every command: `--roles-path` if given; else the `roles/` beside a playbook of the
+user's (`--playbook my/site.yaml` with `my/../roles`, or ./playbooks with ./roles); else `./roles` of
+the working directory; else the shipped roles. The playbook: `--playbook` if given; else
+`./playbooks/site.yaml`; else the shipped one. The shipped content is package data of an installed
+wheel (`provision/_shipped/`, see pyproject.toml) or, when running from a checkout, the checkout's own
+top-level `playbooks/` and `roles/`.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ def playbook_path(explicit: Path | None) -> Path:
 def roles_path(explicit: Path | None, playbook: Path | None = None) -> Path:
     if explicit is not None:
         return explicit
-    if Path("roles").is_dir():
-        return Path("roles")
-    if playbook is not None:
+    shipped = shipped_root()
+    if playbook is not None and not playbook.resolve().is_relative_to(shipped.resolve()):
         beside = playbook.resolve().parent.parent / "roles"
         if beside.is_dir():
             return beside
-    return shipped_root() / "roles"
+    if Path("roles").is_dir():
+        return Path("roles")
+    return shipped / "roles"
 
 
 def describe(explicit_roles: Path | None = None, explicit_playbook: Path | None = None) -> str:

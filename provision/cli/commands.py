@@ -24,6 +24,7 @@ from provision.playbook.loader import load_playbook
 from provision.playbook.model import Play
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
+from provision.runner.results import RunResult
 from provision.runner.runner import RunConfig, Runner, connect
 from provision.secrets import REDACTOR
 from provision.settings import load_specs, validate_hosts
@@ -67,6 +68,28 @@ def load_hosts(args: argparse.Namespace) -> tuple[Inventory, list[Host]]:
     return inventory, hosts
 
 
+def add_json_arguments(parser: argparse.ArgumentParser, document: bool = False) -> None:
+    """`--json` means one thing in every command: the command's result as JSON on stdout (progress on
+    stderr). Commands that produce a results document also take `--json-file PATH`."""
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout (progress on stderr)")
+    if document:
+        parser.add_argument("--json-file", type=Path, dest="json_path", metavar="PATH",
+                            help="also write the results document (per host and task) to PATH")
+
+
+def human_console(args: argparse.Namespace, console: Console) -> Console:
+    """Where tables and progress go: stderr when stdout carries the --json document."""
+    return Console(stderr=True) if getattr(args, "json", False) else console
+
+
+def write_document(args: argparse.Namespace, console: Console, result: RunResult) -> None:
+    """The results document: to stdout with --json, to a file with --json-file."""
+    if args.json_path:
+        result.write_json(args.json_path)
+    if args.json:
+        console.print_json(REDACTOR(json.dumps(result.document())))
+
+
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
     inventory, _ = load_hosts(args)
     extra_vars = parse_extra_vars(args.extra_vars)
@@ -80,15 +103,15 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         trust_new_host_keys=args.trust_new_host_keys,
         options=RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags)),
     )
-    with ConsoleReporter(console, check=args.check, show_diff=args.diff) as reporter:
+    human = human_console(args, console)
+    with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter:
         result = Runner(inventory, config, reporter).run(plays)
-    console.print(recap_table(result))
+    human.print(recap_table(result))
     for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
-        console.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
+        human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     if result.aborted:
-        console.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
-    if args.json_path:
-        result.write_json(args.json_path)
+        human.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
+    write_document(args, console, result)
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

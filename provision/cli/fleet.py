@@ -22,7 +22,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands import EXIT_FAILED, EXIT_OK, load_hosts, playbook_of, plays_of
+from provision.cli.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_json_arguments,
+    human_console,
+    load_hosts,
+    playbook_of,
+    plays_of,
+)
 from provision.cli.output import ConsoleReporter
 from provision.cli.serving import rendered_of, serving_play, task_file_play
 from provision.errors import HostUnreachable, InputError, ProvisionError
@@ -187,13 +195,17 @@ def bench_table(name: str, row: dict[str, Any]) -> Table:
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     settings = bench_settings(args)
     hosts, services = service_settings(args)
+    human = human_console(args, console)
     rows = on_each_host(args, hosts, lambda host: bench_host(host, args, services[host.name], settings,
-                                                             lambda line: console.print(line, highlight=False,
-                                                                                        markup=False)))
+                                                             lambda line: human.print(line, highlight=False,
+                                                                                      markup=False)))
     for name, row in rows.items():
-        console.print(bench_table(name, row))
+        human.print(bench_table(name, row))
+    document = REDACTOR(json.dumps({"settings": asdict(settings), "hosts": rows}, indent=2))
     if args.json_path:
-        args.json_path.write_text(REDACTOR(json.dumps({"settings": asdict(settings), "hosts": rows}, indent=2)) + "\n")
+        args.json_path.write_text(document + "\n")
+    if args.json:
+        console.print_json(document)
     return EXIT_OK if all(row.get("passed") for row in rows.values()) else EXIT_FAILED
 
 
@@ -280,7 +292,7 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
     for parser in (plan, bench, status):
         add_inventory_arguments(parser)
         parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-    plan.add_argument("--json", action="store_true", help="print the plans as JSON")
+    add_json_arguments(plan)
     plan.set_defaults(handler=cmd_plan)
     defaults = BenchSettings()
     bench.add_argument("--runs", type=int, default=defaults.runs, help="measured runs after one warm-up (10)")
@@ -292,7 +304,7 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
                        help="fail when the coefficient of variation exceeds this (5)")
     bench.add_argument("--cluster-gap-percent", type=float, default=defaults.thresholds.cluster_gap_percent,
                        help="runs further apart than this percentage of the median form separate clusters (20)")
-    bench.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+    add_json_arguments(bench, document=True)
     bench.set_defaults(handler=cmd_bench)
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    add_json_arguments(status)
     status.set_defaults(handler=cmd_status)

@@ -61,12 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--serial", help="batch sizes: a number, a percentage, or a ramp like 1,25%%,100%%")
     up.add_argument("--max-fail-percent", type=float, default=None,
                     help="stop the rollout when more than this percentage of a batch fails")
-    up.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+    commands.add_json_arguments(up, document=True)
     up.set_defaults(handler=commands.cmd_up)
 
     facts = subcommands.add_parser("facts", help="gather and print each host's facts")
     add_inventory_arguments(facts)
-    facts.add_argument("--json", action="store_true", help="print JSON")
+    commands.add_json_arguments(facts)
     facts.set_defaults(handler=commands.cmd_facts)
 
     serving.add_commands(subcommands, add_inventory_arguments)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands import EXIT_OK, roles_of
+from provision.cli.commands import EXIT_OK, add_json_arguments, roles_of
 from provision.errors import InputError
 from provision.settings import load_specs, profiles
 from provision.settings.sources import RoleDefaults
@@ -94,5 +94,5 @@ def add_commands(subcommands: Any, _: Callable[[argparse.ArgumentParser], None])
     """Add `models` to the CLI's subcommands."""
     models = subcommands.add_parser("models", help="the model profiles and the context each fits on each known GPU")
     models.add_argument("--roles-path", type=Path, default=None, help="roles folder (default ./roles, else shipped)")
-    models.add_argument("--json", action="store_true", help="print the profiles as JSON")
+    add_json_arguments(models)
     models.set_defaults(handler=cmd_models)

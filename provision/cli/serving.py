@@ -23,11 +23,14 @@ from provision import content
 from provision.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
+    add_json_arguments,
+    human_console,
     load_hosts,
     playbook_of,
     plays_of,
     roles_of,
     validated_inventory,
+    write_document,
 )
 from provision.cli.endpoints import SERVING_ROLE, serving_play
 from provision.cli.output import ConsoleReporter, recap_table
@@ -62,11 +65,10 @@ def run_task_file(args: argparse.Namespace, console: Console, role_name: str, fi
     play = task_file_play(serving_play(plays_of(args), playbook_of(args)), role_name, file_name)
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
                        extra_vars={**parse_extra_vars(args.extra_vars), **extra})
-    with ConsoleReporter(console) as reporter:
+    with ConsoleReporter(human_console(args, console)) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
-    if args.json_path:
-        result.write_json(args.json_path)
+    write_document(args, console, result)
     return runner, result
 
 
@@ -98,13 +100,13 @@ def smoke_table(runner: Runner, result: Any) -> Table:
 
 def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
     runner, result = run_task_file(args, console, "smoke", "tasks.yaml", {"smoke_every_run": True})
-    console.print(smoke_table(runner, result))
+    human_console(args, console).print(smoke_table(runner, result))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
     _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {})
-    console.print(recap_table(result))
+    human_console(args, console).print(recap_table(result))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -156,7 +158,7 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
     for parser, handler in ((smoke, cmd_smoke), (rollback, cmd_rollback)):
         add_inventory_arguments(parser)
         parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-        parser.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+        add_json_arguments(parser, document=True)
         parser.set_defaults(handler=handler)
     render = subcommands.add_parser("render", help="print each host's `vllm serve` arguments, one a line")
     render.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
@@ -165,5 +167,5 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
                         help="override a variable (also @file.yaml or a JSON mapping); repeatable")
     render.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
     render.add_argument("--roles-path", type=Path, default=None, help="roles folder (default ./roles, else shipped)")
-    render.add_argument("--json", action="store_true", help="print {host: [arguments]} as JSON")
+    add_json_arguments(render)
     render.set_defaults(handler=cmd_render)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from provision import content
-from provision.cli.commands import EXIT_OK, roles_of, validated_inventory
+from provision.cli.commands import EXIT_OK, add_json_arguments, roles_of, validated_inventory
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.suggest import did_you_mean
@@ -80,5 +80,5 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
     add_inventory_arguments(variables)
     variables.add_argument("--host", help="only this host")
     variables.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-    variables.add_argument("--json", action="store_true", help="print {host: {variable: {value, from}}} as JSON")
+    add_json_arguments(variables)
     variables.set_defaults(handler=cmd_vars)

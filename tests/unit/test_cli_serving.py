@@ -46,7 +46,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 
 def test_smoke_prints_a_table_with_both_checks(server: StandinProcess, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    code, output = run(capsys, "smoke", str(host_file(tmp_path, server.port)), "--json", str(tmp_path / "r.json"))
+    code, output = run(capsys, "smoke", str(host_file(tmp_path, server.port)), "--json-file", str(tmp_path / "r.json"))
     assert code == 0, output
     assert "SMOKE" in output and "'Red. The image is mostly red.'" in output and "(stop," in output
     assert API_KEY not in output and API_KEY not in (tmp_path / "r.json").read_text()

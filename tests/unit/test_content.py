@@ -22,7 +22,8 @@ def test_local_folders_override_the_shipped_ones(tmp_path, monkeypatch):
     (tmp_path / "roles").mkdir()
     monkeypatch.chdir(tmp_path)
     assert content.playbook_path(None) == Path("playbooks/site.yaml")
-    assert content.roles_path(None, Path("playbooks/site.yaml")) == Path("roles")
+    assert content.roles_path(None, Path("playbooks/site.yaml")).resolve() == (tmp_path / "roles").resolve()
+    assert content.roles_path(None, REPO / "playbooks" / "site.yaml") == Path("roles")  # shipped playbook
     assert content.roles_path(tmp_path / "mine", None) == tmp_path / "mine"
     assert f"roles    {tmp_path / 'roles'}" in content.describe()
 
