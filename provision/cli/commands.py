@@ -25,7 +25,7 @@ from provision.playbook.model import Play
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
 from provision.runner.results import RunResult
-from provision.runner.runner import RunConfig, Runner, connect
+from provision.runner.runner import RunConfig, Runner, Trace, connect
 from provision.secrets import REDACTOR
 from provision.settings import load_specs, validate_hosts
 
@@ -82,6 +82,15 @@ def human_console(args: argparse.Namespace, console: Console) -> Console:
     return Console(stderr=True) if getattr(args, "json", False) else console
 
 
+def trace_of(args: argparse.Namespace, console: Console) -> Trace | None:
+    """-v/-vv: remote commands shown where the progress goes (stderr with --json)."""
+    verbosity = getattr(args, "verbose", 0)
+    if not verbosity:
+        return None
+    out = human_console(args, console)
+    return Trace(verbosity, lambda line: out.print(line, highlight=False, markup=False, soft_wrap=True))
+
+
 def write_document(args: argparse.Namespace, console: Console, result: RunResult) -> None:
     """The results document: to stdout with --json, to a file with --json-file."""
     if args.json_path:
@@ -95,6 +104,7 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
     extra_vars = parse_extra_vars(args.extra_vars)
     plays = plays_of(args)
     config = RunConfig(
+        trace=trace_of(args, console),
         forks=args.forks,
         serial=parse_serial(args.serial) if args.serial else None,
         max_fail_percentage=args.max_fail_percent,
@@ -120,7 +130,7 @@ def cmd_facts(args: argparse.Namespace, console: Console) -> int:
 
     def gather(host: Host) -> tuple[str, dict | str]:
         try:
-            conn = connect(host, args.trust_new_host_keys)
+            conn = connect(host, args.trust_new_host_keys, trace_of(args, console))
             try:
                 return host.name, asdict(gather_facts(conn))
             finally:

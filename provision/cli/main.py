@@ -37,6 +37,8 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
                         help="override a variable (also @file.yaml or a JSON mapping); repeatable")
     parser.add_argument("--forks", type=int, default=10, help="hosts worked on in parallel (default 10)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="-v: each remote command and its exit code; -vv: also its output (secrets ***)")
     parser.add_argument("--roles-path", type=Path, default=None,
                         help="roles folder (default ./roles, else the one beside the playbook, else shipped)")
     parser.add_argument("--trust-new-host-keys", action="store_true",

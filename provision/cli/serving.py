@@ -29,6 +29,7 @@ from provision.cli.commands import (
     playbook_of,
     plays_of,
     roles_of,
+    trace_of,
     validated_inventory,
     write_document,
 )
@@ -64,6 +65,7 @@ def run_task_file(args: argparse.Namespace, console: Console, role_name: str, fi
     inventory, _ = load_hosts(args)
     play = task_file_play(serving_play(plays_of(args), playbook_of(args)), role_name, file_name)
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
+                       trace=trace_of(args, console),
                        extra_vars={**parse_extra_vars(args.extra_vars), **extra})
     with ConsoleReporter(human_console(args, console)) as reporter:
         runner = Runner(inventory, config, reporter)
