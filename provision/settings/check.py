@@ -120,19 +120,28 @@ def _check_keys(option: Option, value: Mapping[Any, Any], variables: Mapping[str
     return None
 
 
-def check_flags(option: Option, value: Mapping[Any, Any]) -> list[tuple[str, str]]:
+def managed(option: Option, variables: Mapping[str, Any]) -> dict[str, str]:
+    """Flag -> the variable that sets it: `managed_flags`, where the key `named` names a variable
+    holding more such pairs (roles/vllm: vllm_named_flags)."""
+    pairs = {flag: var for flag, var in option.managed_flags.items() if flag != "named"}
+    named = variables.get(option.managed_flags.get("named", ""))
+    return {**pairs, **(named if isinstance(named, Mapping) else {})}
+
+
+def check_flags(option: Option, value: Mapping[Any, Any], variables: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(flag, problem) for each entry of a flag mapping that the program would refuse."""
     flags = option.flags
     if flags is None:
         return []
+    owned = managed(option, variables)
     problems = []
     for name, flag_value in value.items():
         name = str(name)
         if name.startswith("-"):
             problems.append((name, f"write the flag without its dashes: {name.lstrip('-')!r}"))
             continue
-        if name in option.managed_flags:
-            problems.append((name, f"set by the variable {option.managed_flags[name]}; set that instead"))
+        if name in owned:
+            problems.append((name, f"set by the variable {owned[name]}; set that instead"))
             continue
         kind = flags.kind(name)
         if kind is None:

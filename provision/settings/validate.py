@@ -96,7 +96,7 @@ def check_host(variables: dict[str, Value], specs: Specs) -> list[InputError]:
             problems.append(_problem(origin, name, problem))
         elif isinstance(origin.value, Mapping):
             problems.extend(_problem(origin, f"{name}.{flag}", message)
-                            for flag, message in check_flags(option, origin.value))
+                            for flag, message in check_flags(option, origin.value, plain))
     return problems
 
 

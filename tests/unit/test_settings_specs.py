@@ -10,7 +10,9 @@ import pytest
 import yaml
 from jinja2 import meta
 
+import provision.ops  # noqa: F401  (registers the products' template functions)
 from provision.errors import InputError
+from provision.playbook.templating import FUNCTIONS
 from provision.settings import load_specs, profiles
 from provision.settings.check import check_flags, check_value, expected
 from provision.settings.sources import RoleDefaults
@@ -35,7 +37,7 @@ def test_every_default_is_declared_by_its_own_role_and_passes_its_declaration():
         assert option.file.parent.parent == value.file.parent, f"{name} declared by another role"
         assert check_value(option, value.value, plain) is None, name
         if isinstance(value.value, dict):
-            assert check_flags(option, value.value) == [], name
+            assert check_flags(option, value.value, plain) == [], name
 
 
 def test_every_declaration_has_a_default_or_is_set_by_every_profile():
@@ -47,6 +49,10 @@ def test_every_declaration_has_a_default_or_is_set_by_every_profile():
         assert missing <= keys, f"profile {name} lacks {sorted(missing - keys)}"
 
 
+def plain_defaults() -> dict:
+    return {name: value.value for name, value in DEFAULTS.values.items()}
+
+
 def test_every_profile_passes_the_declarations():
     [model] = SPECS.profile_options
     for name in profiles.names(model):
@@ -56,7 +62,7 @@ def test_every_profile_passes_the_declarations():
             assert option is not None, f"{name}: {key} is not declared"
             assert check_value(option, value, values) is None, (name, key)
             if isinstance(value, dict):
-                assert check_flags(option, value) == [], (name, key)
+                assert check_flags(option, value, {**plain_defaults(), **values}) == [], (name, key)
 
 
 def _names(text: str, env: jinja2.Environment) -> set[str]:
@@ -90,7 +96,7 @@ def test_every_variable_read_by_a_task_or_template_is_declared_or_registered():
                         used.update(_names("{{ " + str(condition) + " }}", env))
                 elif key != "register":
                     walk(value)
-    assert sorted(used - set(SPECS.options) - registered - BUILTIN) == []
+    assert sorted(used - set(SPECS.options) - registered - BUILTIN - set(FUNCTIONS)) == []
 
 
 def test_the_message_of_a_mixed_type_lists_every_form():
