@@ -52,7 +52,7 @@ def timed(argv: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) 
 
 def provision_rerun(inventory: Path, results: Path) -> tuple[float, float]:
     elapsed = timed([sys.executable, "-m", "provision", "up", str(inventory), "--tags", "docker",
-                     "--json", str(results)])
+                     "--json-file", str(results)])
     document = json.loads(results.read_text())
     changed = sum(h["changed"] for h in document["hosts"].values())
     if changed:

@@ -7,10 +7,13 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from provision import content
+from provision.cli.endpoints import endpoint_lines
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import HostUnreachable, ProvisionError
 from provision.facts.gather import gather_facts
@@ -18,10 +21,13 @@ from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.loader import load_inventory
 from provision.inventory.model import Host, Inventory
 from provision.playbook.loader import load_playbook
+from provision.playbook.model import Play
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import RunConfig, Runner, connect
+from provision.runner.results import RunResult
+from provision.runner.runner import RunConfig, Runner, Trace, connect
 from provision.secrets import REDACTOR
+from provision.settings import load_specs, validate_hosts
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -30,27 +36,75 @@ def _split(text: str) -> frozenset[str]:
     return frozenset(t.strip() for t in text.split(",") if t.strip())
 
 
+def playbook_of(args: argparse.Namespace) -> Path:
+    """The playbook a command runs (`--playbook`, ./playbooks/site.yaml, or the shipped one)."""
+    return content.playbook_path(getattr(args, "playbook", None))
+
+
+def roles_of(args: argparse.Namespace) -> Path:
+    """The roles folder a command uses (`--roles-path`, ./roles, beside the playbook, or shipped)."""
+    return content.roles_path(getattr(args, "roles_path", None), playbook_of(args))
+
+
+def plays_of(args: argparse.Namespace) -> list[Play]:
+    return load_playbook(playbook_of(args), roles_of(args))
+
+
+def validated_inventory(path: Path, limit: str | None, extra_vars: dict[str, Any],
+                        roles_dir: Path) -> tuple[Inventory, list[Host]]:
+    """The inventory and the hosts selected by --limit, their settings checked against the roles'
+    declarations (InvalidSettings, exit 2): all before anything connects."""
+    inventory = load_inventory(path)
+    hosts = inventory.select(limit)
+    validate_hosts(inventory, hosts, roles_dir, load_specs([roles_dir]), extra_vars)
+    return inventory, hosts
+
+
 def load_hosts(args: argparse.Namespace) -> tuple[Inventory, list[Host]]:
-    """The inventory and the hosts selected by --limit: all validated before anything connects."""
-    inventory = load_inventory(args.inventory)
-    hosts = inventory.select(args.limit)
+    """The validated inventory and selected hosts; their key files exist."""
+    inventory, hosts = validated_inventory(args.inventory, args.limit, parse_extra_vars(args.extra_vars),
+                                           roles_of(args))
     inventory.check_key_files(hosts)
     return inventory, hosts
 
 
-def default_playbook() -> Path:
-    """playbooks/site.yaml of the working directory, else of the checkout this package lives in."""
-    here = Path("playbooks/site.yaml")
-    if here.exists():
-        return here
-    return Path(__file__).resolve().parents[2] / "playbooks" / "site.yaml"
+def add_json_arguments(parser: argparse.ArgumentParser, document: bool = False) -> None:
+    """`--json` means one thing in every command: the command's result as JSON on stdout (progress on
+    stderr). Commands that produce a results document also take `--json-file PATH`."""
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout (progress on stderr)")
+    if document:
+        parser.add_argument("--json-file", type=Path, dest="json_path", metavar="PATH",
+                            help="also write the results document (per host and task) to PATH")
+
+
+def human_console(args: argparse.Namespace, console: Console) -> Console:
+    """Where tables and progress go: stderr when stdout carries the --json document."""
+    return Console(stderr=True) if getattr(args, "json", False) else console
+
+
+def trace_of(args: argparse.Namespace, console: Console) -> Trace | None:
+    """-v/-vv: remote commands shown where the progress goes (stderr with --json)."""
+    verbosity = getattr(args, "verbose", 0)
+    if not verbosity:
+        return None
+    out = human_console(args, console)
+    return Trace(verbosity, lambda line: out.print(line, highlight=False, markup=False, soft_wrap=True))
+
+
+def write_document(args: argparse.Namespace, console: Console, result: RunResult) -> None:
+    """The results document: to stdout with --json, to a file with --json-file."""
+    if args.json_path:
+        result.write_json(args.json_path)
+    if args.json:
+        console.print_json(REDACTOR(json.dumps(result.document())))
 
 
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
     inventory, _ = load_hosts(args)
     extra_vars = parse_extra_vars(args.extra_vars)
-    plays = load_playbook(args.playbook or default_playbook())
+    plays = plays_of(args)
     config = RunConfig(
+        trace=trace_of(args, console),
         forks=args.forks,
         serial=parse_serial(args.serial) if args.serial else None,
         max_fail_percentage=args.max_fail_percent,
@@ -59,13 +113,15 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         trust_new_host_keys=args.trust_new_host_keys,
         options=RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags)),
     )
-    with ConsoleReporter(console, check=args.check, show_diff=args.diff) as reporter:
+    human = human_console(args, console)
+    with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter:
         result = Runner(inventory, config, reporter).run(plays)
-    console.print(recap_table(result))
+    human.print(recap_table(result))
+    for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
+        human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     if result.aborted:
-        console.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
-    if args.json_path:
-        result.write_json(args.json_path)
+        human.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
+    write_document(args, console, result)
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -74,7 +130,7 @@ def cmd_facts(args: argparse.Namespace, console: Console) -> int:
 
     def gather(host: Host) -> tuple[str, dict | str]:
         try:
-            conn = connect(host, args.trust_new_host_keys)
+            conn = connect(host, args.trust_new_host_keys, trace_of(args, console))
             try:
                 return host.name, asdict(gather_facts(conn))
             finally:

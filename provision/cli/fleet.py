@@ -22,23 +22,31 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands import EXIT_FAILED, EXIT_OK, default_playbook, load_hosts
+from provision.cli.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_json_arguments,
+    human_console,
+    load_hosts,
+    playbook_of,
+    plays_of,
+    trace_of,
+)
 from provision.cli.output import ConsoleReporter
-from provision.cli.serving import rendered_arguments, serving_play, task_file_play
+from provision.cli.serving import rendered_of, serving_play, task_file_play
 from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.parse import parse_probe, probe_script
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
-from provision.ops.vllm_service import VllmServiceArgs
-from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect, host_variables
 from provision.secrets import REDACTOR
-from provision.service.argv import fingerprint
-from provision.service.bench import BenchSettings, bench_script, judge, parse_runs
-from provision.service.stability import GateThresholds
-from provision.service.status import drift, parse_status, resolve_auto, status_script
+from provision.vllm.argv import fingerprint
+from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
+from provision.vllm.ops.vllm_service import VllmServiceArgs
+from provision.vllm.stability import GateThresholds
+from provision.vllm.status import drift, parse_status, resolve_auto, status_script
 
 PLAN_ROLE = "plan"
 SMOKE_OP = "vllm_smoke"
@@ -80,9 +88,9 @@ def plan_table(rows: dict[str, dict[str, Any]]) -> Table:
 
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     inventory, _ = load_hosts(args)
-    playbook = args.playbook or default_playbook()
-    play = task_file_play(serving_play(load_playbook(playbook), playbook, PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
+    play = task_file_play(serving_play(plays_of(args), playbook_of(args), PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
+                       trace=trace_of(args, console),
                        extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True))
     # with --json the progress lines go to stderr, so stdout is the document alone
     with ConsoleReporter(Console(stderr=True) if args.json else console) as reporter:
@@ -100,8 +108,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 def service_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, VllmServiceArgs]]:
     """The selected hosts and each one's service settings, rendered from the smoke task's arguments."""
     _, hosts = load_hosts(args)
-    playbook = args.playbook or default_playbook()
-    play = serving_play(load_playbook(playbook), playbook)
+    playbook = playbook_of(args)
+    play = serving_play(plays_of(args), playbook)
     task = next((t for t in play.tasks if t.op == SMOKE_OP), None)
     if task is None:
         raise InputError(f"the serving play has no {SMOKE_OP} task", file=playbook)
@@ -134,7 +142,7 @@ def on_each_host(args: argparse.Namespace, hosts: list[Host],
 
 
 def run_on(host: Host, args: argparse.Namespace, script: str, timeout: float | None) -> tuple[int, str, str]:
-    conn = connect(host, args.trust_new_host_keys)
+    conn = connect(host, args.trust_new_host_keys, trace_of(args, Console()))
     try:
         done = conn.run(script, sudo=True, timeout=timeout)
         return done.rc, done.stdout, done.stderr
@@ -189,13 +197,17 @@ def bench_table(name: str, row: dict[str, Any]) -> Table:
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     settings = bench_settings(args)
     hosts, services = service_settings(args)
+    human = human_console(args, console)
     rows = on_each_host(args, hosts, lambda host: bench_host(host, args, services[host.name], settings,
-                                                             lambda line: console.print(line, highlight=False,
-                                                                                        markup=False)))
+                                                             lambda line: human.print(line, highlight=False,
+                                                                                      markup=False)))
     for name, row in rows.items():
-        console.print(bench_table(name, row))
+        human.print(bench_table(name, row))
+    document = REDACTOR(json.dumps({"settings": asdict(settings), "hosts": rows}, indent=2))
     if args.json_path:
-        args.json_path.write_text(REDACTOR(json.dumps({"settings": asdict(settings), "hosts": rows}, indent=2)) + "\n")
+        args.json_path.write_text(document + "\n")
+    if args.json:
+        console.print_json(document)
     return EXIT_OK if all(row.get("passed") for row in rows.values()) else EXIT_FAILED
 
 
@@ -265,9 +277,7 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
 
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
     hosts, services = service_settings(args)
-    playbook = args.playbook or default_playbook()
-    wanted = {name: argv[2:] for name, argv in
-              rendered_arguments(args.inventory, args.limit, args.extra_vars, playbook).items()}
+    wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name]))
     if args.json:
         console.print_json(json.dumps(rows, default=str))
@@ -284,7 +294,7 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
     for parser in (plan, bench, status):
         add_inventory_arguments(parser)
         parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-    plan.add_argument("--json", action="store_true", help="print the plans as JSON")
+    add_json_arguments(plan)
     plan.set_defaults(handler=cmd_plan)
     defaults = BenchSettings()
     bench.add_argument("--runs", type=int, default=defaults.runs, help="measured runs after one warm-up (10)")
@@ -296,7 +306,7 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
                        help="fail when the coefficient of variation exceeds this (5)")
     bench.add_argument("--cluster-gap-percent", type=float, default=defaults.thresholds.cluster_gap_percent,
                        help="runs further apart than this percentage of the median form separate clusters (20)")
-    bench.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+    add_json_arguments(bench, document=True)
     bench.set_defaults(handler=cmd_bench)
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    add_json_arguments(status)
     status.set_defaults(handler=cmd_status)

@@ -14,13 +14,21 @@ from pathlib import Path
 
 from rich.console import Console
 
-from provision import __version__
-from provision.cli import commands, fleet, serving
+from provision import __version__, content
+from provision.cli import commands, fleet, models, serving, variables
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 Command = Callable[[argparse.Namespace, Console], int]
+
+
+class VersionAction(argparse.Action):
+    """`--version`: the version, and where the playbook and roles come from (./, or the shipped ones)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"provision {__version__}\n{content.describe()}")
+        parser.exit()
 
 
 def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +37,10 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
                         help="override a variable (also @file.yaml or a JSON mapping); repeatable")
     parser.add_argument("--forks", type=int, default=10, help="hosts worked on in parallel (default 10)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="-v: each remote command and its exit code; -vv: also its output (secrets ***)")
+    parser.add_argument("--roles-path", type=Path, default=None,
+                        help="roles folder (default ./roles, else the one beside the playbook, else shipped)")
     parser.add_argument("--trust-new-host-keys", action="store_true",
                         help="record unknown SSH host keys in known_hosts (a changed key is always refused)")
 
@@ -37,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="provision",
         description="Agentless provisioning of GPU inference hosts: a fresh laptop to a validated vLLM endpoint.")
-    parser.add_argument("--version", action="version", version=f"provision {__version__}")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="show the version and which playbook and roles would be used, then exit")
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = subcommands.add_parser("up", help="converge hosts: run the playbook (default playbooks/site.yaml)")
@@ -50,16 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--serial", help="batch sizes: a number, a percentage, or a ramp like 1,25%%,100%%")
     up.add_argument("--max-fail-percent", type=float, default=None,
                     help="stop the rollout when more than this percentage of a batch fails")
-    up.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+    commands.add_json_arguments(up, document=True)
     up.set_defaults(handler=commands.cmd_up)
 
     facts = subcommands.add_parser("facts", help="gather and print each host's facts")
     add_inventory_arguments(facts)
-    facts.add_argument("--json", action="store_true", help="print JSON")
+    commands.add_json_arguments(facts)
     facts.set_defaults(handler=commands.cmd_facts)
 
     serving.add_commands(subcommands, add_inventory_arguments)
     fleet.add_commands(subcommands, add_inventory_arguments)
+    variables.add_commands(subcommands, add_inventory_arguments)
+    models.add_commands(subcommands, add_inventory_arguments)
     return parser
 
 

@@ -19,28 +19,32 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands import EXIT_FAILED, EXIT_OK, default_playbook, load_hosts
+from provision import content
+from provision.cli.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_json_arguments,
+    human_console,
+    load_hosts,
+    playbook_of,
+    plays_of,
+    roles_of,
+    trace_of,
+    validated_inventory,
+    write_document,
+)
+from provision.cli.endpoints import SERVING_ROLE, serving_play
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
-from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook, load_task_file
 from provision.playbook.model import Play, Role
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.runner import RunConfig, Runner, host_variables
 from provision.secrets import REDACTOR
-from provision.service.argv import FlagError, serve_arguments
+from provision.vllm.argv import FlagError, serve_arguments
 
-SERVING_ROLE = "vllm"
 RELEASE_OP = "vllm_release"
-
-
-def serving_play(plays: list[Play], source: Path, role_name: str = SERVING_ROLE) -> Play:
-    """The play that holds the role `role_name` (the vllm role by default)."""
-    for play in plays:
-        if any(role.name == role_name for role in play.roles):
-            return play
-    raise InputError(f"no play of the playbook has the {role_name!r} role", file=source)
 
 
 def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
@@ -52,21 +56,21 @@ def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
     if not tasks:
         raise InputError(f"{role.path / file_name} has no tasks", file=role.path / file_name)
     only = Role(name=role.name, path=role.path, tasks=tasks, handlers=[], defaults=play.defaults)
-    return Play(name=f"{role_name}/{file_name}", hosts=play.hosts, roles=[only], vars=play.vars, source=play.source)
+    return Play(name=f"{role_name}/{file_name}", hosts=play.hosts, roles=[only], vars=play.vars, source=play.source,
+                specs=play.specs)
 
 
 def run_task_file(args: argparse.Namespace, console: Console, role_name: str, file_name: str,
                   extra: dict[str, Any]) -> tuple[Runner, Any]:
     inventory, _ = load_hosts(args)
-    playbook = args.playbook or default_playbook()
-    play = task_file_play(serving_play(load_playbook(playbook), playbook), role_name, file_name)
+    play = task_file_play(serving_play(plays_of(args), playbook_of(args)), role_name, file_name)
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
+                       trace=trace_of(args, console),
                        extra_vars={**parse_extra_vars(args.extra_vars), **extra})
-    with ConsoleReporter(console) as reporter:
+    with ConsoleReporter(human_console(args, console)) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
-    if args.json_path:
-        result.write_json(args.json_path)
+    write_document(args, console, result)
     return runner, result
 
 
@@ -98,28 +102,29 @@ def smoke_table(runner: Runner, result: Any) -> Table:
 
 def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
     runner, result = run_task_file(args, console, "smoke", "tasks.yaml", {"smoke_every_run": True})
-    console.print(smoke_table(runner, result))
+    human_console(args, console).print(smoke_table(runner, result))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
     _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {})
-    console.print(recap_table(result))
+    human_console(args, console).print(recap_table(result))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def rendered_arguments(inventory_path: Path, limit: str | None, extra_items: list[str],
-                       playbook: Path) -> dict[str, list[str]]:
+def rendered_arguments(inventory_path: Path, limit: str | None, extra_items: list[str], playbook: Path,
+                       roles_dir: Path | None = None) -> dict[str, list[str]]:
     """Host name -> `vllm serve ...` argv, from the release task's `model` and `flags` (no host touched)."""
-    inventory = load_inventory(inventory_path)
     extra_vars = parse_extra_vars(extra_items)
-    play = serving_play(load_playbook(playbook), playbook)
+    roles_dir = roles_dir or content.roles_path(None, playbook)
+    _, hosts = validated_inventory(inventory_path, limit, extra_vars, roles_dir)
+    play = serving_play(load_playbook(playbook, roles_dir), playbook)
     task = next((t for t in play.tasks if t.op == RELEASE_OP), None)
     if task is None:
         raise InputError(f"the serving play has no {RELEASE_OP} task", file=playbook)
     env = make_environment(play.template_dirs)
     rendered = {}
-    for host in inventory.select(limit):
+    for host in hosts:
         renderer = Renderer(env, {**host_variables(play, host, extra_vars), "inventory_hostname": host.name,
                                   "facts": {}})
         try:
@@ -132,8 +137,12 @@ def rendered_arguments(inventory_path: Path, limit: str | None, extra_items: lis
     return rendered
 
 
+def rendered_of(args: argparse.Namespace) -> dict[str, list[str]]:
+    return rendered_arguments(args.inventory, args.limit, args.extra_vars, playbook_of(args), roles_of(args))
+
+
 def cmd_render(args: argparse.Namespace, console: Console) -> int:
-    rendered = rendered_arguments(args.inventory, args.limit, args.extra_vars, args.playbook or default_playbook())
+    rendered = rendered_of(args)
     if args.json:
         console.print_json(json.dumps(rendered))
         return EXIT_OK
@@ -151,7 +160,7 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
     for parser, handler in ((smoke, cmd_smoke), (rollback, cmd_rollback)):
         add_inventory_arguments(parser)
         parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-        parser.add_argument("--json", type=Path, dest="json_path", help="write the results document here")
+        add_json_arguments(parser, document=True)
         parser.set_defaults(handler=handler)
     render = subcommands.add_parser("render", help="print each host's `vllm serve` arguments, one a line")
     render.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
@@ -159,5 +168,6 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
     render.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
                         help="override a variable (also @file.yaml or a JSON mapping); repeatable")
     render.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-    render.add_argument("--json", action="store_true", help="print {host: [arguments]} as JSON")
+    render.add_argument("--roles-path", type=Path, default=None, help="roles folder (default ./roles, else shipped)")
+    add_json_arguments(render)
     render.set_defaults(handler=cmd_render)

@@ -14,6 +14,7 @@ from provision.inventory.suggest import did_you_mean
 from provision.inventory.yaml_loader import YamlDocument, load_yaml_file
 from provision.ops import REGISTRY
 from provision.playbook.model import TASK_KEYWORDS, Play, Role, Source, Task
+from provision.settings.spec import load_specs
 
 PLAY_KEYS = frozenset({"name", "hosts", "roles", "vars", "serial", "max_fail_percentage"})
 
@@ -113,6 +114,8 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
     for play in plays:
         for role in play.roles:
             shared.update(role.defaults)
+    specs = load_specs([roles_dir])
     for play in plays:
         play.playbook_defaults = shared
+        play.specs = specs
     return plays

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provision.settings.profiles import profile_layer
+from provision.settings.spec import Specs
+
 TASK_KEYWORDS = frozenset(
     {"name", "when", "notify", "tags", "register", "ignore_errors", "changed_when", "listen", "timeout"}
 )
@@ -67,6 +70,8 @@ class Play:
     max_fail_percentage: float | None = None
     #: every role default of the whole playbook (filled by the loader); this play's roles win
     playbook_defaults: dict[str, Any] = field(default_factory=dict)
+    #: the roles' variable declarations (filled by the loader): which variables select a profile
+    specs: Specs = field(default_factory=lambda: Specs({}))
 
     @property
     def tasks(self) -> list[Task]:
@@ -77,14 +82,21 @@ class Play:
         return [handler for role in self.roles for handler in role.handlers]
 
     @property
-    def defaults(self) -> dict[str, Any]:
+    def role_defaults(self) -> dict[str, Any]:
         """Role defaults, playbook-wide: one site shares one set of settings (unlike Ansible, where a
         role's defaults exist only in its play), so a check in an early play can read the model
-        profile that a later play's role defines."""
+        profile that a later play's role selects."""
         merged: dict[str, Any] = dict(self.playbook_defaults)
         for role in self.roles:
             merged.update(role.defaults)
         return merged
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Role defaults with the profiles they select by default applied (the default model's
+        settings); a host that selects another profile gets it through `runner.host_variables`."""
+        merged = self.role_defaults
+        return {**merged, **profile_layer(self.specs, merged)}
 
     @property
     def template_dirs(self) -> list[Path]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import yaml
 
 from provision.secrets import Secret, reveal
 
+#: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`), registered by the product
+FUNCTIONS: dict[str, Callable[..., Any]] = {}
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 
@@ -56,6 +59,7 @@ def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environm
         autoescape=False,
     )
     env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine)
+    env.globals.update(FUNCTIONS)
     return env
 
 

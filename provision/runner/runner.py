@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from provision.connection.base import Connection
 from provision.connection.local import LocalConnection
 from provision.connection.ssh import SSHConnection
+from provision.connection.traced import TracedConnection
 from provision.errors import HostUnreachable, ProvisionError
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
@@ -19,6 +21,7 @@ from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.results import HostResult, RunResult
 from provision.secrets import REDACTOR
+from provision.settings.profiles import profile_layer
 
 
 @dataclass
@@ -30,21 +33,34 @@ class RunConfig:
     extra_vars: dict[str, Any] = field(default_factory=dict)
     trust_new_host_keys: bool = False
     options: RunOptions = field(default_factory=RunOptions)
+    #: -v / -vv: where each remote command (and with 2 its output) is shown; None: not shown
+    trace: Trace | None = None
 
 
-def connect(host: Host, trust_new_host_keys: bool) -> Connection:
-    """Open the connection a host asks for (local, or SSH with host keys checked)."""
+@dataclass(frozen=True)
+class Trace:
+    verbosity: int
+    say: Callable[[str], None]
+
+
+def connect(host: Host, trust_new_host_keys: bool, trace: Trace | None = None) -> Connection:
+    """Open the connection a host asks for (local, or SSH with host keys checked), traced with -v."""
+    conn: Connection
     if host.connection == "local":
-        return LocalConnection(host.name, become=host.become).open()
-    return SSHConnection(
-        host.name, host.address, port=host.port, user=host.user, key_file=host.key,
-        known_hosts=host.known_hosts, become=host.become, trust_new_host_keys=trust_new_host_keys,
-    ).open()
+        conn = LocalConnection(host.name, become=host.become).open()
+    else:
+        conn = SSHConnection(
+            host.name, host.address, port=host.port, user=host.user, key_file=host.key,
+            known_hosts=host.known_hosts, become=host.become, trust_new_host_keys=trust_new_host_keys,
+        ).open()
+    return TracedConnection(conn, trace.verbosity, trace.say) if trace and trace.verbosity > 0 else conn
 
 
 def host_variables(play: Play, host: Host, extra_vars: dict[str, Any]) -> dict[str, Any]:
-    """Role defaults < play vars < inventory (group, then host) vars < -e extra vars."""
-    return {**play.defaults, **play.vars, **host.vars, **extra_vars}
+    """Role defaults < the profiles they select (`model:`) < play vars < inventory (group, then host)
+    vars < -e extra vars."""
+    chosen = {**play.role_defaults, **play.vars, **host.vars, **extra_vars}
+    return {**play.role_defaults, **profile_layer(play.specs, chosen), **play.vars, **host.vars, **extra_vars}
 
 
 class Runner:
@@ -62,8 +78,8 @@ class Runner:
         selected = self.inventory.select(self.config.limit)
         for host in selected:
             self.results[host.name] = HostResult(host.name)
-            trust = self.config.trust_new_host_keys
-            self.states[host.name] = HostState(host.name, connect=lambda h=host, t=trust: connect(h, t))
+            trust, trace = self.config.trust_new_host_keys, self.config.trace
+            self.states[host.name] = HostState(host.name, connect=lambda h=host, t=trust, v=trace: connect(h, t, v))
         aborted = None
         try:
             for play in plays:

@@ -8,9 +8,6 @@ which Debian's archive does not carry) and names the lab registry's check image.
 
 from __future__ import annotations
 
-import base64
-import shlex
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +16,11 @@ import pytest
 import yaml
 
 from tests.lab import Lab, LabHost
-from tests.lab.host import Bind
+from tests.lab.laptop import check_image, gpu_laptop
 from tests.lab.net import MACHINE_FROM_HOSTS, free_port
-from tests.standins.nvidia import HostTraits, RepoInfo, build_repo, host_traits_files, host_traits_mounts, serve
+from tests.standins.nvidia import HostTraits, RepoInfo, build_repo, serve
 
 FIRST_REPO_PORT = 18765
-CHECK_IMAGE = "standin-gpu-check:1"
 
 
 @pytest.fixture(scope="session")
@@ -43,22 +39,7 @@ def nvidia_repo(lab: Lab) -> Iterator[RepoInfo]:
 def gpu_check_image(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A busybox image with every applet (the stand-in nvidia-smi is a shell script that needs sed,
     tr, cut, ...), pushed to the lab registry; returns the reference hosts pull it by."""
-    root = tmp_path_factory.mktemp("gpu-check-image") / "root"
-    for folder in ("bin", "etc", "tmp", "proc", "sys", "dev", "run", "usr/bin"):
-        (root / folder).mkdir(parents=True, exist_ok=True)
-    busybox = root / "bin/busybox"
-    busybox.write_bytes(Path("/bin/busybox").read_bytes())
-    busybox.chmod(0o755)
-    applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout.split()
-    for applet in applets:
-        link = root / "bin" / applet
-        if not link.exists():
-            link.symlink_to("busybox")
-    archive = root.parent / "image.tar"
-    subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
-    subprocess.run(["docker", "import", str(archive), f"provision-test/{CHECK_IMAGE}"], check=True,
-                   capture_output=True)
-    return lab.registry.push(f"provision-test/{CHECK_IMAGE}", CHECK_IMAGE)
+    return check_image(lab, tmp_path_factory.mktemp("gpu-check-image"))
 
 
 @pytest.fixture(scope="session")
@@ -67,15 +48,7 @@ def gpu_host(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Callable[...
     (an RTX 5090 Laptop by default). Traits that act at boot (nouveau) are applied as a boot would."""
     def make(traits: HostTraits | None = None, prefix: str = "gpu") -> LabHost:
         traits = traits or HostTraits()
-        workdir = tmp_path_factory.mktemp(f"{prefix}-traits")
-        binds = [Bind(str(m.source), m.target, m.read_only) for m in host_traits_mounts(traits, workdir)]
-        host = lab.new_host(prefix=prefix, binds=binds)
-        for item in host_traits_files(traits):
-            data = base64.b64encode(item.content).decode()
-            path = shlex.quote(item.path)
-            rc, out = host.exec(f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path} && "
-                                f"chmod {item.mode:o} {path}")
-            assert rc == 0, out
+        host = gpu_laptop(lab, tmp_path_factory.mktemp(f"{prefix}-traits"), traits, prefix)
         if traits.nouveau_at_boot:  # written after this boot: do what the next boot would
             rc, out = host.exec("systemctl daemon-reload && systemctl start standin-nouveau.service && "
                                 "test -d /sys/module/nouveau")

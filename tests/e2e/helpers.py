@@ -40,7 +40,7 @@ def provision(*args: str, json_path: Path | None = None, timeout: float = 900, e
     argv = [sys.executable, "-m", "provision", *args]
     if json_path is not None:
         json_path.unlink(missing_ok=True)
-        argv += ["--json", str(json_path)]
+        argv += ["--json-file", str(json_path)]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=timeout, check=False,
                           env={**os.environ, "COLUMNS": "200", **(env or {})})
     results = json.loads(json_path.read_text()) if json_path and json_path.exists() else None

@@ -1,4 +1,5 @@
-"""A lab for a developer: `python -m tests.lab up -n 3`, `... status`, `... down` (default dir `.lab`)."""
+"""A lab for a developer: `python -m tests.lab up -n 3`, `... up --laptop`, `... status`, `... down`
+(default dir `.lab`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import docker.errors
 
 from tests.lab import daemon
 from tests.lab.lab import Lab, unavailable_reason
+from tests.lab.laptop import up_laptop
 
 
 def up(lab: Lab, n: int, prefix: str) -> None:
@@ -43,12 +45,16 @@ def main() -> None:
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("-n", type=int, default=3, help="number of hosts for `up` (default 3)")
     parser.add_argument("--prefix", default="lab", help="host name prefix (default lab: lab1, lab2...)")
+    parser.add_argument("--laptop", action="store_true",
+                        help="`up` one simulated RTX 5090 laptop with the stand-in repositories, hub and vLLM image")
     parser.add_argument("--dir", type=Path, default=Path(".lab"), help="lab directory (default .lab)")
     args = parser.parse_args()
     if args.command == "up" and (reason := unavailable_reason()):
         parser.exit(1, f"the lab cannot run here: {reason}\n")
     lab = Lab(args.dir)
-    if args.command == "up":
+    if args.command == "up" and args.laptop:
+        up_laptop(lab)
+    elif args.command == "up":
         up(lab, args.n, args.prefix)
     elif args.command == "down":
         lab.down()

@@ -16,7 +16,9 @@ fi
 if ! docker info >/dev/null 2>&1; then
   # no systemd on CI machines: start dockerd by hand, in its own session so it outlives this script
   echo "starting dockerd (log: /var/log/dockerd.log)"
-  setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+  # fds 3-9 closed: run under `flock LOCK cmd`, the lock's fd is inherited, and a daemon holding it
+  # keeps the lab lock taken for its whole life (flock(1): the lock belongs to the open file)
+  setsid dockerd >/var/log/dockerd.log 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   for _ in $(seq 1 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done
   docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/dockerd.log" >&2; exit 1; }
 fi

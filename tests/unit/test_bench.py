@@ -1,9 +1,9 @@
 import json
 import subprocess
 
-from provision.service.bench import BenchSettings, bench_script, judge, parse_runs
-from provision.service.endpoint import Endpoint
-from provision.service.stability import GateThresholds
+from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.stability import GateThresholds
 
 
 def line(label, first, last, tokens=2000, start=0.0):
@@ -34,7 +34,7 @@ def test_script_keeps_the_key_out_of_argv_and_is_valid_bash():
 
 def test_client_measures_a_stand_in_server(tmp_path):
     """The host-side client against the stand-in vLLM server on 127.0.0.1: steady, then alternating."""
-    from provision.service.bench import CLIENT, PROMPT
+    from provision.vllm.bench import CLIENT, PROMPT
     from tests.standins.vllm.launch import start_standin
 
     verdicts = {}

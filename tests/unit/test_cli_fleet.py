@@ -16,7 +16,7 @@ from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
 from provision.runner.runner import host_variables
-from provision.service.argv import fingerprint
+from provision.vllm.argv import fingerprint
 from tests.unit.serving_support import API_KEY, REPO_ROOT, start_profile_standin, stop
 from tests.unit.test_cli_serving import host_file
 
@@ -86,7 +86,7 @@ def test_bench_passes_a_steady_server_and_fails_an_alternating_one(tmp_path, cap
         try:
             report = tmp_path / f"{behaviour}.json"
             code, out, err = run(capsys, "bench", str(host_file(tmp_path, process.port)), "--runs", "4",
-                                 "--max-tokens", "200", "--json", str(report),
+                                 "--max-tokens", "200", "--json-file", str(report),
                                  # runs of ~50 ms on a busy 2-core machine jitter; the split is 3.5x
                                  "--max-range-percent", "60", "--max-cv-percent", "30", "--cluster-gap-percent", "60")
         finally:

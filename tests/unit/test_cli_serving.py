@@ -46,7 +46,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 
 def test_smoke_prints_a_table_with_both_checks(server: StandinProcess, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    code, output = run(capsys, "smoke", str(host_file(tmp_path, server.port)), "--json", str(tmp_path / "r.json"))
+    code, output = run(capsys, "smoke", str(host_file(tmp_path, server.port)), "--json-file", str(tmp_path / "r.json"))
     assert code == 0, output
     assert "SMOKE" in output and "'Red. The image is mostly red.'" in output and "(stop," in output
     assert API_KEY not in output and API_KEY not in (tmp_path / "r.json").read_text()
@@ -84,7 +84,7 @@ def test_render_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert rendered["desk-1"][:3] == ["vllm", "serve", "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"]
 
 
-def test_render_refuses_a_secret_flag_naming_the_task(capsys: pytest.CaptureFixture[str]) -> None:
+def test_render_refuses_a_secret_flag_naming_where_it_was_set(capsys: pytest.CaptureFixture[str]) -> None:
     code, output = run(capsys, "render", str(REPO_ROOT / "inventory" / "host.yaml"), "-e",
                        '{"vllm_extra_flags": {"api-key": "oops"}}')
-    assert code == 2 and "roles/vllm/tasks.yaml" in output and "api-key" in output
+    assert code == 2 and "-e: vllm_extra_flags.api-key: set by the variable vllm_api_key" in output

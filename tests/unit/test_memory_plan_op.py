@@ -11,7 +11,7 @@ from provision.ops import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures/facts"
-VLLM = yaml.safe_load((REPO / "roles/vllm/defaults.yaml").read_text())
+VLLM = yaml.safe_load((REPO / "roles/vllm/models/gemma-4-26b-a4b-awq.yaml").read_text())  # the default model
 PLAN = yaml.safe_load((REPO / "roles/plan/defaults.yaml").read_text())
 
 

@@ -15,7 +15,7 @@ from provision.connection.base import RunResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from provision.secrets import REDACTOR
-from provision.service.release import Record, sha256_text
+from provision.vllm.release import Record, sha256_text
 from tests.unit.ops_support import ScriptedConnection, assert_bash_parses, context, make_args, plan
 
 KEY = "sk-ops-test-key-abcdefghijklmnop"
@@ -147,3 +147,8 @@ def test_rollback_needs_a_previous_release() -> None:
     result = plan("vllm_rollback", probe_output(record), **SERVICE_ARGS)
     assert result.changed and result.summary == (
         "roll back from release aaa (image new, weights ?) to release bbb (image old, weights ?)")
+
+
+def test_the_units_start_timeout_follows_vllm_ready_timeout() -> None:
+    args = make_args("vllm_release", **{**RELEASE_ARGS, "ready_timeout": 180})
+    assert "TimeoutStartSec=180\n" in args.release().unit_text

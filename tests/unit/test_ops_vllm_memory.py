@@ -4,7 +4,7 @@ import base64
 import json
 
 from provision.ops import REGISTRY
-from provision.service.release import Record
+from provision.vllm.release import Record
 
 LOG = ("Model loading took 17.12 GiB memory and 41.2 seconds\nAvailable KV cache memory: 3.06 GiB\n"
        "GPU KV cache size: 188,397 tokens, Maximum concurrency for 131,072 tokens per request: 1.44x\n")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from provision.service.planner import (
+from provision.vllm.planner import (
     GIB,
     AttentionLayers,
     ModelShape,

@@ -8,7 +8,7 @@ import pytest
 
 from provision.cli.serving import rendered_arguments
 from provision.errors import InputError
-from provision.service.argv import FlagError, fingerprint, flags_to_argv, serve_arguments
+from provision.vllm.argv import FlagError, fingerprint, flags_to_argv, serve_arguments
 from tests.standins.vllm.server import parse_command_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.service.endpoint import Endpoint
-from provision.service.fatal import find_fatal
-from provision.service.readiness import (
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.fatal import find_fatal
+from provision.vllm.readiness import (
     ServiceNotReady,
     Snapshot,
     StartMark,

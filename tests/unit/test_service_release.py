@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from provision.errors import CommandFailed, TaskFailed
-from provision.service.readiness import ServiceNotReady, StartMark
-from provision.service.release import (
+from provision.vllm.readiness import ServiceNotReady, StartMark
+from provision.vllm.release import (
     Deployer,
     Layout,
     LiveState,
@@ -30,7 +30,7 @@ from provision.service.release import (
     stage_payload,
     state_probe,
 )
-from provision.service.smoke import SmokeFailed
+from provision.vllm.smoke import SmokeFailed
 from tests.unit.ops_support import assert_bash_parses, run_local
 
 LAYOUT = Layout(name="vllm", env_file="/etc/provision/vllm/vllm.env", state_dir="/var/lib/provision/vllm")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.service.endpoint import Endpoint
-from provision.service.png import data_uri, red_gradient_png
-from provision.service.smoke import (
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.png import data_uri, red_gradient_png
+from provision.vllm.smoke import (
     SmokeFailed,
     judge_answer,
     judge_smoke,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from provision.secrets import Secret
-from provision.service.unit import ContainerUnit, render_env_file, render_unit, systemd_word
+from provision.vllm.unit import ContainerUnit, render_env_file, render_unit, systemd_word
 
 
 def systemd_split(line: str) -> list[str]:

@@ -1,4 +1,4 @@
-from provision.service.stability import GateThresholds, gate, summarize
+from provision.vllm.stability import GateThresholds, gate, summarize
 
 DFLASH = [218, 229, 62, 223, 215, 103, 62, 224, 62, 221]  # the seed's rejected speculative decoding
 SEED_ACCEPTED = [135.52, 135.8, 135.9, 136.06, 135.85, 135.7, 135.95, 136.0, 135.88, 135.84]

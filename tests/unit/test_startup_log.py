@@ -1,4 +1,4 @@
-from provision.service.startup_log import StartupMemory, parse_startup_memory, planned_vs_actual
+from provision.vllm.startup_log import StartupMemory, parse_startup_memory, planned_vs_actual
 
 LOG = """INFO 11-30 14:00:00 [gpu_model_runner.py:2000] Model loading took 17.12 GiB memory and 41.2 seconds
 INFO 11-30 14:00:30 [gpu_worker.py:300] Available KV cache memory: 3.06 GiB

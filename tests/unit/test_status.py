@@ -1,8 +1,8 @@
 import subprocess
 
-from provision.service.endpoint import Endpoint
-from provision.service.release import Layout
-from provision.service.status import drift, parse_metrics, parse_status, status_script
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.release import Layout
+from provision.vllm.status import drift, parse_metrics, parse_status, status_script
 
 OUTPUT = """@@status unit
 ActiveState=active
@@ -55,7 +55,7 @@ def test_script_is_valid_bash():
 
 
 def test_auto_in_the_inventory_matches_the_number_it_was_deployed_with():
-    from provision.service.status import resolve_auto
+    from provision.vllm.status import resolve_auto
 
     deployed = ["org/model", "--max-model-len", "228544", "--max-num-seqs", "4"]
     assert resolve_auto(["org/model", "--max-model-len", "auto", "--max-num-seqs", "4"], deployed) == deployed

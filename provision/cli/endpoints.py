@@ -1,0 +1,47 @@
+"""Where the served model answers: the serving play of a playbook, and the lines `up` ends with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from provision.errors import InputError
+from provision.inventory.model import Inventory
+from provision.playbook.model import Play
+from provision.runner.results import RunResult
+from provision.runner.runner import host_variables
+
+SERVING_ROLE = "vllm"
+
+
+def serving_play(plays: list[Play], source: Path, role_name: str = SERVING_ROLE) -> Play:
+    """The play that holds the role `role_name` (the vllm role by default)."""
+    for play in plays:
+        if any(role.name == role_name for role in play.roles):
+            return play
+    raise InputError(f"no play of the playbook has the {role_name!r} role", file=source)
+
+
+def endpoint_lines(plays: list[Play], playbook: Path, inventory: Inventory, result: RunResult,
+                   extra_vars: dict[str, Any]) -> list[str]:
+    """For each host whose run included the serving role and did not fail: the endpoint URL and where
+    its API key lives (never the key itself)."""
+    try:
+        play = serving_play(plays, playbook)
+    except InputError:
+        return []
+    lines = []
+    for name, host_result in result.hosts.items():
+        served = any(task.role == SERVING_ROLE for task in host_result.tasks)
+        if host_result.failed or host_result.unreachable or not served:
+            continue
+        host = inventory.host(name)
+        variables = host_variables(play, host, extra_vars)
+        bind = str(variables.get("vllm_bind_address") or "")
+        address = bind if bind and bind != "0.0.0.0" else host.address
+        url = f"http://{address}:{variables.get('vllm_port')}/v1"
+        key = ("the inventory's vllm_api_key" if variables.get("vllm_api_key")
+               else f"{variables.get('vllm_api_key_file')} on the host (root only)")
+        verb = "would serve" if result.check else "serves"
+        lines.append(f"{name} {verb} {variables.get('served_model_name')} at {url}; API key: {key}")
+    return lines

@@ -1,0 +1,161 @@
+"""Does one value fit its declaration? Pure functions returning the problem as text, or None.
+
+The message says what is expected as a whole ("an integer from 1 to 262144, or 'auto'") and what was
+given, so a refusal never contradicts itself: each accepted type is listed with its own limits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from provision.inventory.suggest import did_you_mean
+from provision.secrets import Secret
+from provision.settings.spec import Option
+
+HUMAN_INT = re.compile(r"-?\d+(\.\d+)?[kKmMgGtT]?i?")  # vLLM reads 32k, 8G for some integer flags
+NUMBER_TYPES = {"int": "an integer", "float": "a number"}
+
+
+def is_template(value: Any) -> bool:
+    """A string rendered on use (`{{ ... }}`): its type is known only then, so it is not checked here."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def lookup(variables: Mapping[str, Any], dotted: str) -> Any:
+    """`a.b` in `variables` (None when any part is missing)."""
+    value: Any = variables
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _bound(bound: Any, variables: Mapping[str, Any]) -> tuple[float | None, str]:
+    """A limit: a number, or the name of a variable holding one (shown beside the number)."""
+    if isinstance(bound, str):
+        value = lookup(variables, bound)
+        return (value, f" ({bound})") if isinstance(value, (int, float)) and not isinstance(value, bool) else (None, "")
+    return bound, ""
+
+
+def _range_text(option: Option, variables: Mapping[str, Any]) -> str:
+    low, low_name = _bound(option.minimum, variables)
+    high, high_name = _bound(option.maximum, variables)
+    if low is not None and high is not None:
+        return f" from {low}{low_name} to {high}{high_name}"
+    if low is not None:
+        return f" of at least {low}{low_name}"
+    return f" of at most {high}{high_name}" if high is not None else ""
+
+
+def expected(option: Option, variables: Mapping[str, Any]) -> str:
+    """What the option takes, in words: every accepted type with its limits, joined by "or"."""
+    words = []
+    choices = ", ".join(repr(c) for c in option.choices)
+    for kind in option.types:
+        if kind in NUMBER_TYPES:
+            words.append(NUMBER_TYPES[kind] + _range_text(option, variables))
+        elif kind == "str":
+            words.append(f"one of {choices}" if len(option.choices) > 1 else (choices or "a string"))
+        else:
+            words.append({"bool": "true or false", "list": "a list", "dict": "a mapping",
+                          "path": "an absolute path"}[kind])
+    return ", or ".join(dict.fromkeys(words))
+
+
+def _is(kind: str, value: Any) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, (str, Secret))
+    if kind == "path":
+        return isinstance(value, str) and value.startswith(("/", "~"))
+    return isinstance(value, {"bool": bool, "list": list, "dict": dict}[kind])
+
+
+def _within(kind: str, value: Any, option: Option, variables: Mapping[str, Any]) -> bool:
+    if kind in NUMBER_TYPES:
+        low, _ = _bound(option.minimum, variables)
+        high, _ = _bound(option.maximum, variables)
+        return (low is None or value >= low) and (high is None or value <= high)
+    if kind == "str" and option.choices:
+        return value in option.choices
+    return True
+
+
+def shown(value: Any, secret: bool) -> str:
+    if secret or isinstance(value, Secret):
+        return "a secret value"
+    return "null" if value is None else repr(value)
+
+
+def check_value(option: Option, value: Any, variables: Mapping[str, Any]) -> str | None:
+    """The problem with `value` for `option`, or None when it fits."""
+    if is_template(value):
+        return None
+    if any(_is(kind, value) and _within(kind, value, option, variables) for kind in option.types):
+        return _check_keys(option, value, variables) if option.suboptions and isinstance(value, Mapping) else None
+    return f"expected {expected(option, variables)}; got {shown(value, option.secret)}"
+
+
+def _check_keys(option: Option, value: Mapping[Any, Any], variables: Mapping[str, Any]) -> str | None:
+    """The first problem of a mapping with declared keys: unknown, missing (required) or a bad value."""
+    for key in value:
+        if key not in option.suboptions:
+            return f"{key}: not a key of {option.name}{did_you_mean(str(key), option.suboptions)}"
+    for key, sub in option.suboptions.items():
+        if key not in value:
+            if sub.required:
+                return f"{key}: missing (required)"
+            continue
+        problem = check_value(sub, value[key], variables)
+        if problem:
+            nested = sub.suboptions and problem.split(":")[0] in sub.suboptions
+            return f"{key}.{problem}" if nested else f"{key}: {problem}"
+    return None
+
+
+def managed(option: Option, variables: Mapping[str, Any]) -> dict[str, str]:
+    """Flag -> the variable that sets it: `managed_flags`, where the key `named` names a variable
+    holding more such pairs (roles/vllm: vllm_named_flags)."""
+    pairs = {flag: var for flag, var in option.managed_flags.items() if flag != "named"}
+    named = variables.get(option.managed_flags.get("named", ""))
+    return {**pairs, **(named if isinstance(named, Mapping) else {})}
+
+
+def check_flags(option: Option, value: Mapping[Any, Any], variables: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(flag, problem) for each entry of a flag mapping that the program would refuse."""
+    flags = option.flags
+    if flags is None:
+        return []
+    owned = managed(option, variables)
+    problems = []
+    for name, flag_value in value.items():
+        name = str(name)
+        if name.startswith("-"):
+            problems.append((name, f"write the flag without its dashes: {name.lstrip('-')!r}"))
+            continue
+        if name in owned:
+            problems.append((name, f"set by the variable {owned[name]}; set that instead"))
+            continue
+        kind = flags.kind(name)
+        if kind is None:
+            problems.append((name, f"not a flag of {flags.version}{did_you_mean(name, flags.names)}"))
+        elif flag_value is None or is_template(flag_value):
+            continue
+        elif flag_value is False and kind == "off":
+            problems.append((name, f"already the off form; write {name.removeprefix('no-')}: false"))
+        elif flag_value is False and kind != "bool":
+            problems.append((name, f"--{name} takes a value; false (--no-{name}) is not one of its forms"))
+        elif flag_value is True and kind not in ("bool", "flag", "off", "bool_or_str"):
+            problems.append((name, f"--{name} takes a value; true (a bare --{name}) is not one"))
+        elif kind == "int" and (isinstance(flag_value, bool) or not HUMAN_INT.fullmatch(str(flag_value))):
+            problems.append((name, f"--{name} takes an integer; got {flag_value!r}"))
+        elif kind == "float" and (isinstance(flag_value, bool) or not isinstance(flag_value, (int, float))):
+            problems.append((name, f"--{name} takes a number; got {flag_value!r}"))
+    return problems

@@ -1,0 +1,66 @@
+"""`vllm_memory`: what vLLM found at start-up against what the planner expected; kept in the record.
+
+The probe reads the running service's own journal lines (its current invocation only) for vLLM's
+memory figures, and the release record. The summary says planned vs actual. Writing the figures
+into the record's current release is bookkeeping, not a change of the host's configuration: it is
+applied (not in check mode) without counting as "changed", so a converged rerun stays at 0.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from provision.ops.base import Command, OpArgs, Operation, Plan, register
+from provision.ops.fields import AbsolutePath
+from provision.vllm.release import Record
+from provision.vllm.shell import quote
+from provision.vllm.startup_log import parse_startup_memory, planned_vs_actual
+
+MEMORY_LINES = "Model loading took|Available KV cache memory|GPU KV cache size"
+
+
+class VllmMemoryArgs(OpArgs):
+    name: str = "vllm"
+    state_dir: AbsolutePath = "/var/lib/provision/vllm"
+    planned: dict[str, Any] = {}
+
+
+def _field(output: str, key: str) -> str:
+    prefix = f"{key}="
+    return next((line[len(prefix):] for line in output.splitlines() if line.startswith(prefix)), "")
+
+
+@register
+class VllmMemoryOperation(Operation):
+    name = "vllm_memory"
+    Args = VllmMemoryArgs
+    reports = True
+
+    def probe(self, args: VllmMemoryArgs) -> str:
+        unit = quote(f"{args.name}.service")
+        record = quote(f"{args.state_dir}/release.json")
+        return (f"id=$(systemctl show -p InvocationID --value -- {unit} 2>/dev/null)\n"
+                f'[ -n "$id" ] && echo "log=$(journalctl _SYSTEMD_INVOCATION_ID="$id" -o cat --no-pager 2>/dev/null'
+                f" | grep -E {quote(MEMORY_LINES)} | tail -n 6 | base64 -w0)\"\n"
+                f'[ -f {record} ] && echo "record=$(base64 -w0 < {record})"\n'
+                "true")
+
+    def plan(self, args: VllmMemoryArgs, facts: Any, state: str) -> Plan:
+        log = base64.b64decode(_field(state, "log") or b"").decode(errors="replace")
+        actual = parse_startup_memory(log)
+        summary = planned_vs_actual(args.planned, actual)
+        record_text = base64.b64decode(_field(state, "record") or b"").decode(errors="replace")
+        record = Record.parse(record_text)
+        figures = actual.as_dict()
+        planned = {key: args.planned.get(key) for key in ("kv_available_gib", "full_sequences")}
+        result = {**{f"found_{key}": value for key, value in figures.items()},
+                  **{f"planned_{key}": value for key, value in planned.items()}}
+        if not figures or record.current is None or record.current.get("startup_memory") == figures:
+            return Plan(changed=False, summary=summary, result=result)
+        current = {**record.current, "startup_memory": figures, "planned_memory": planned}
+        text = Record(current=current, previous=record.previous, last_failed=record.last_failed).text()
+        path = quote(f"{args.state_dir}/release.json")
+        script = (f"tmp=$(mktemp {path}.XXXXXX)\ncat <&3 > \"$tmp\"\nchmod 0644 \"$tmp\"\nmv -f \"$tmp\" {path}")
+        return Plan(changed=False, needs_apply=True, summary=summary, result=result,
+                    commands=[Command(script=script, data=text.encode(), description="record vLLM's memory figures")])

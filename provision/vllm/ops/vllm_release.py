@@ -1,0 +1,140 @@
+"""`vllm_release`: the vLLM container as a systemd service, deployed as a checked, reversible release.
+
+From the model profile's data (image pinned by digest, model, flags mapping, weights commit, env
+secrets) it renders the unit (`docker run --gpus all --ipc=host ...`, see service/unit.py) and the env
+file (0600: HF_TOKEN, VLLM_API_KEY, ...), and compares that release with the host's release record
+and live files. Converged (same release, files untouched, service running and enabled): nothing
+happens, no restart. Otherwise apply stops the service, swaps the files in atomically, starts it,
+waits for readiness (stopping early on vLLM's fatal log lines) and runs the text and vision smoke
+checks; an upgrade that fails is rolled back to the previous release, which is started and checked
+again, and the host fails with the reason (service/release.py). The registered result has
+`smoked: true` when this run checked the service (so the smoke role need not check it again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from provision.ops.base import ApplyContext, ApplyResult, Command, Operation, Plan, register
+from provision.ops.scripting import probe_block, text_diff
+from provision.secrets import Secret
+from provision.vllm.argv import FlagError, serve_arguments
+from provision.vllm.checks import host_runner
+from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
+from provision.vllm.release import Deployer, LiveState, Release, differences, parse_live_state, state_probe
+from provision.vllm.unit import ContainerUnit, render_env_file, render_unit
+
+
+class VllmReleaseArgs(VllmServiceArgs):
+    image: str
+    image_pinned: str = ""
+    model: str
+    flags: dict[str, Any] = {}
+    weights: dict[str, str] = {}
+    bind_address: str = ""
+    volumes: list[str] = []
+    run_options: list[str] = ["--gpus", "all", "--ipc=host"]
+    env: dict[str, str] = {}
+    secret_env: dict[str, Secret] = {}
+    docker: str = "/usr/bin/docker"
+    restart_sec: int = Field(default=10, ge=0)
+    start_limit_interval: int = Field(default=900, ge=0)
+    start_limit_burst: int = Field(default=5, ge=1)
+    stop_timeout: int = Field(default=30, ge=1)
+
+    @field_validator("secret_env", mode="before")
+    @classmethod
+    def _secrets(cls, value: object) -> object:
+        """Secret env values become Secrets: registered with the redactor as soon as they are read."""
+        if isinstance(value, dict):
+            return {str(k): v if isinstance(v, Secret) else Secret("" if v is None else str(v))
+                    for k, v in value.items()}
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _plain(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return {str(k): "" if v is None else str(v) for k, v in value.items()}
+        return value
+
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            serve_arguments("model", value)
+        except FlagError as error:
+            raise ValueError(str(error)) from error
+        return value
+
+    @model_validator(mode="after")
+    def _served_name(self) -> VllmReleaseArgs:
+        named = self.flags.get("served-model-name", self.flags.get("served_model_name"))
+        names = named if isinstance(named, list) else [named] if named else [self.model]
+        if self.served_name not in [str(n) for n in names]:
+            raise ValueError(f"served_name {self.served_name!r} is not among the names vLLM serves: {names}")
+        return self
+
+    @property
+    def container_port(self) -> int:
+        return int(self.flags.get("port", 8000))
+
+    def unit(self) -> ContainerUnit:
+        bind = f"{self.bind_address}:" if self.bind_address else ""
+        return ContainerUnit(
+            name=self.name, description=f"vLLM serving {self.served_name} ({self.model})",
+            image=self.image_pinned or self.image, arguments=serve_arguments(self.model, self.flags),
+            run_options=list(self.run_options), ports=[f"{bind}{self.port}:{self.container_port}"],
+            volumes=list(self.volumes),
+            env_file=self.env_file, docker=self.docker, restart_sec=self.restart_sec,
+            start_limit_interval_s=self.start_limit_interval, start_limit_burst=self.start_limit_burst,
+            stop_timeout_s=self.stop_timeout, start_timeout_s=int(self.ready_timeout),
+        )
+
+    def release(self) -> Release:
+        unit = self.unit()
+        return Release(image=self.image, pinned_image=self.image_pinned, weights=dict(self.weights),
+                       arguments=unit.arguments, unit_text=render_unit(unit),
+                       env_text=render_env_file({**self.env, **self.secret_env}))
+
+
+@dataclass
+class ReleasePlan(Plan):
+    args: VllmReleaseArgs | None = None
+    release: Release | None = None
+    live: LiveState | None = None
+
+
+@register
+class VllmReleaseOperation(Operation):
+    name = "vllm_release"
+    Args = VllmReleaseArgs
+
+    def probe(self, args: VllmReleaseArgs) -> str:
+        return probe_block(state_probe(args.layout()))
+
+    def plan(self, args: VllmReleaseArgs, facts: Any, state: str) -> Plan:
+        live = parse_live_state(state)
+        release = args.release()
+        reasons = differences(release, live)
+        result = {"release": release.id, "smoked": False}
+        if not reasons:
+            return Plan.ok(f"release {release.id} serving ({args.image})", **result)
+        pending = "" if args.image_pinned else f" (once {args.image} is pulled)"
+        diff = text_diff(args.layout().unit_path, live.unit_text, release.unit_text)
+        if live.env_sha256 != release.entry()["env_sha256"]:
+            diff += f"{args.env_file}: content changed (secret)\n"
+        return ReleasePlan(changed=True, summary=f"deploy release {release.id}{pending}: {'; '.join(reasons)}",
+                           diff=diff, result=result, args=args, release=release, live=live,
+                           commands=[Command(script=":", description=f"deploy release {release.id}")])
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        assert isinstance(plan, ReleasePlan) and plan.args and plan.release and plan.live
+        deployer = Deployer(host_runner(ctx.conn, f"deploy {plan.args.name}"), plan.args.layout(),
+                            verify_on(ctx, plan.args))
+        checks = deployer.deploy(plan.release, plan.live)
+        plan.summary = f"{plan.summary}; {checks['summary']}"
+        return ApplyResult(changed=True, result={**plan.result, "smoked": True, **checks})

@@ -1,0 +1,54 @@
+"""`vllm_rollback`: make the host's previous vLLM release current again, checked.
+
+The release record (service/release.py) names the current and the previous release; their files are
+kept on the host. Apply installs the previous release's unit and env file, restarts, waits for
+readiness and runs the smoke checks; the record then has the two swapped (a second rollback undoes
+the first). If the previous release fails its checks, the current one is started again and the host
+fails with the reason. No previous release: the task fails, and nothing is touched. Used by
+`provision rollback`; the next `provision up` deploys what the inventory says again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, Operation, Plan, register
+from provision.ops.scripting import probe_block
+from provision.vllm.checks import host_runner
+from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
+from provision.vllm.release import Deployer, Record, describe_entry, parse_live_state, state_probe
+
+
+@dataclass
+class RollbackPlan(Plan):
+    args: VllmServiceArgs | None = None
+    record: Record | None = None
+
+
+@register
+class VllmRollbackOperation(Operation):
+    name = "vllm_rollback"
+    Args = VllmServiceArgs
+
+    def probe(self, args: VllmServiceArgs) -> str:
+        return probe_block(state_probe(args.layout()))
+
+    def plan(self, args: VllmServiceArgs, facts: Any, state: str) -> Plan:
+        record = parse_live_state(state).record
+        if record.previous is None:
+            raise TaskFailed(f"no previous release of {args.name} is recorded on this host "
+                             f"({args.layout().record_path}): nothing to roll back to")
+        current = describe_entry(record.current) if record.current else "no verified release"
+        return RollbackPlan(changed=True, args=args, record=record,
+                            summary=f"roll back from {current} to {describe_entry(record.previous)}",
+                            commands=[Command(script=":", description=f"roll back {args.name}")])
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        assert isinstance(plan, RollbackPlan) and plan.args is not None and plan.record is not None
+        deployer = Deployer(host_runner(ctx.conn, f"roll back {plan.args.name}"), plan.args.layout(),
+                            verify_on(ctx, plan.args))
+        checks = deployer.rollback(plan.record)
+        plan.summary = f"{plan.summary}; {checks['summary']}"
+        return ApplyResult(changed=True, result={"smoked": True, "release": plan.record.previous["id"], **checks})

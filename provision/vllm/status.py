@@ -1,0 +1,120 @@
+"""`provision status`: one script per host reads the service's state, its release and its metrics.
+
+The script (run with the facts probe, in the same round trip) prints `@@status NAME` sections; the
+HTTP calls are made on the host against 127.0.0.1. Metrics are read twice, a second apart, so the
+generation rate is a rate. Everything here but the script text is pure parsing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from provision.vllm.endpoint import Endpoint
+from provision.vllm.release import Layout, Record
+from provision.vllm.shell import quote
+
+METRIC = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>[-+0-9.eEnaNif]+)')
+
+
+def status_script(layout: Layout, endpoint: Endpoint) -> str:
+    metrics = (f"curl -s -m 5 -K <(auth) {quote(endpoint.url('/metrics'))} | "
+               "grep -E '^vllm:(generation_tokens_total|kv_cache_usage_perc|num_requests_running|"
+               "num_requests_waiting)'")
+    return f"""{endpoint.auth_prelude()}
+echo '@@status unit'
+systemctl show -p ActiveState -p SubState -p ActiveEnterTimestampMonotonic -p UnitFileState -- {quote(layout.unit)}
+echo "NowMonotonic=$(awk '{{printf "%d", $1 * 1000000}}' /proc/uptime)"
+echo '@@status record'
+cat {quote(layout.record_path)} 2>/dev/null
+echo '@@status health'
+curl -s -o /dev/null -m 5 -w '%{{http_code}}' {quote(endpoint.url('/health'))}; echo
+echo '@@status metrics-1'
+{metrics}
+sleep 1
+echo '@@status metrics-2'
+{metrics}
+echo '@@status end'
+"""
+
+
+def sections(output: str) -> dict[str, str]:
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in output.splitlines():
+        if line.startswith("@@status "):
+            current = found.setdefault(line.split(" ", 1)[1].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines) for name, lines in found.items()}
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {metric name: value summed over its label sets}."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        match = METRIC.match(line.strip())
+        if match:
+            values[match["name"]] = values.get(match["name"], 0.0) + float(match["value"])
+    return values
+
+
+@dataclass
+class ServiceStatus:
+    state: str = "unknown"
+    uptime_s: float | None = None
+    health: str = "down"
+    release: dict[str, Any] | None = None
+    tokens_per_s: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_percent: float | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def parse_status(output: str) -> ServiceStatus:
+    parts = sections(output)
+    status = ServiceStatus()
+    unit = dict(line.split("=", 1) for line in parts.get("unit", "").splitlines() if "=" in line)
+    status.state = f"{unit.get('ActiveState', 'unknown')} ({unit.get('SubState', '?')})"
+    entered, now = unit.get("ActiveEnterTimestampMonotonic", "0"), unit.get("NowMonotonic", "0")
+    if unit.get("ActiveState") == "active" and entered.isdigit() and now.isdigit() and int(entered) > 0:
+        status.uptime_s = max(0.0, (int(now) - int(entered)) / 1e6)
+    code = parts.get("health", "").strip()
+    status.health = "ok" if code == "200" else (f"HTTP {code}" if code and code != "000" else "down")
+    try:
+        status.release = Record.parse(parts.get("record", "")).current
+    except Exception as error:  # a damaged record is a status to show, not a crash
+        status.problems.append(str(error))
+    first, second = parse_metrics(parts.get("metrics-1", "")), parse_metrics(parts.get("metrics-2", ""))
+    if second:
+        generated = "vllm:generation_tokens_total"
+        if generated in first and generated in second:
+            status.tokens_per_s = max(0.0, second[generated] - first[generated])
+        status.running = second.get("vllm:num_requests_running")
+        status.waiting = second.get("vllm:num_requests_waiting")
+        usage = second.get("vllm:kv_cache_usage_perc")
+        status.kv_cache_percent = None if usage is None else 100 * usage
+    if "end" not in parts:
+        status.problems.append("the status script did not finish")
+    return status
+
+
+def resolve_auto(wanted: list[str], deployed: list[str]) -> list[str]:
+    """The inventory's argv with each `--flag auto` given the value the deploy resolved it to (the
+    memory plan's number for `max_model_len: auto`), so `auto` is not mistaken for drift."""
+    resolved = list(wanted)
+    for index, word in enumerate(resolved[:-1]):
+        if word.startswith("--") and resolved[index + 1] == "auto" and word in deployed:
+            position = deployed.index(word)
+            if position + 1 < len(deployed):
+                resolved[index + 1] = deployed[position + 1]
+    return resolved
+
+
+def drift(release: dict[str, Any] | None, wanted_fingerprint: str) -> str:
+    """'in sync', 'DRIFT' (the inventory asks for other flags than are serving) or 'not deployed'."""
+    if not release:
+        return "not deployed"
+    return "in sync" if release.get("flags_fingerprint") == wanted_fingerprint else "DRIFT"

@@ -1,0 +1,33 @@
+"""`provision up` ends with each served host's endpoint URL and where its API key lives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from provision.cli.endpoints import endpoint_lines
+from provision.inventory.loader import load_inventory
+from provision.playbook.loader import load_playbook
+from provision.runner.results import HostResult, RunResult, Status, TaskResult
+
+REPO = Path(__file__).resolve().parents[2]
+SITE = REPO / "playbooks" / "site.yaml"
+
+
+def result(check: bool = False, role: str = "vllm", status: Status = Status.CHANGED) -> RunResult:
+    task = TaskResult(task="vLLM service released and checked", role=role, status=status)
+    return RunResult({"workhorse": HostResult("workhorse", tasks=[task])}, check=check)
+
+
+def test_the_url_and_the_key_file_never_the_key():
+    inventory = load_inventory(REPO / "inventory" / "host.yaml")
+    [line] = endpoint_lines(load_playbook(SITE), SITE, inventory, result(), {"vllm_port": 8001})
+    assert line == ("workhorse serves workhorse at http://192.168.1.50:8001/v1; "
+                    "API key: /etc/provision/vllm/api-key on the host (root only)")
+    [line] = endpoint_lines(load_playbook(SITE), SITE, inventory, result(check=True), {"vllm_api_key": "sk-x"})
+    assert "would serve" in line and "the inventory's vllm_api_key" in line and "sk-x" not in line
+
+
+def test_nothing_for_a_run_without_the_serving_role_or_a_failed_host():
+    inventory = load_inventory(REPO / "inventory" / "host.yaml")
+    assert endpoint_lines(load_playbook(SITE), SITE, inventory, result(role="docker"), {}) == []
+    assert endpoint_lines(load_playbook(SITE), SITE, inventory, result(status=Status.FAILED), {}) == []

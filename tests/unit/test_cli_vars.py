@@ -1,0 +1,55 @@
+"""`provision vars`: each effective variable, its value and where it was set; secrets as ***."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from provision.cli.main import main
+
+FLEET = """\
+all:
+  vars:
+    max_num_seqs: 3
+  hosts:
+    desk-1:
+      ansible_host: 192.0.2.10
+      max_model_len: 65536
+      hf_token: !secret hf_abcdef123456
+    desk-2: {ansible_host: 192.0.2.11}
+"""
+
+
+def vars_of(capsys, tmp_path, *args: str) -> dict:
+    inventory = tmp_path / "fleet.yaml"
+    inventory.write_text(FLEET)
+    assert main(["vars", str(inventory), "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_every_layer_names_its_origin(capsys, tmp_path):
+    rows = vars_of(capsys, tmp_path, "--host", "desk-1", "-e", "gpu_memory_utilization=0.9")["desk-1"]
+    inventory = tmp_path / "fleet.yaml"
+    assert rows["max_num_seqs"] == {"value": 3, "from": f"{inventory}:3", "layer": "inventory"}
+    assert rows["max_model_len"]["from"] == f"{inventory}:7"
+    assert rows["gpu_memory_utilization"] == {"value": 0.9, "from": "-e", "layer": "-e"}
+    assert rows["kv_overhead_gib"]["from"].endswith("roles/plan/defaults.yaml:24")
+    assert rows["kv_overhead_gib"]["layer"] == "role default (plan)"
+
+
+def test_secrets_print_as_stars(capsys, tmp_path):
+    rows = vars_of(capsys, tmp_path, "--host", "desk-1", "-e", "vllm_api_key=plain-text-key")["desk-1"]
+    assert rows["hf_token"]["value"] == "***" and rows["vllm_api_key"]["value"] == "***"
+
+
+def test_without_host_every_selected_host(capsys, tmp_path):
+    assert sorted(vars_of(capsys, tmp_path)) == ["desk-1", "desk-2"]
+    assert list(vars_of(capsys, tmp_path, "-l", "desk-2")) == ["desk-2"]
+
+
+def test_the_shipped_local_inventory_runs_here_without_ssh(capsys):
+    """inventory/local.yaml: the laptop provisions itself (local connection, `sudo -n` for root)."""
+    local = Path(__file__).resolve().parents[2] / "inventory" / "local.yaml"
+    assert main(["facts", str(local), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)["localhost"]
+    assert facts["os"]["id"] and facts["kernel"]
