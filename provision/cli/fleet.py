@@ -54,12 +54,12 @@ BENCH_TIMEOUT_S = 4 * 3600  # a 10-run, 2000-token bench on a slow card takes mi
 
 
 # ------------------------------------------------------------------------------------------- plan
-def plan_rows(runner: Runner, result: Any) -> dict[str, dict[str, Any]]:
+def plan_rows(result: Any) -> dict[str, dict[str, Any]]:
     """Host -> the registered memory plan, or {"error": why} for a refused or unreachable host."""
     rows: dict[str, dict[str, Any]] = {}
     for name, host in result.hosts.items():
-        state = runner.states.get(name)
-        planned = state.registered.get("memory_plan") if state else None
+        # the plan task's own result (a reporting operation's data), not a name registered in YAML
+        planned = next((task.data for task in host.tasks if task.role == PLAN_ROLE and task.data), None)
         if host.failed or not planned:
             error = host.error or next((t.error for t in host.tasks if t.error), "") or "not planned"
             rows[name] = {"fits": False, "unreachable": host.unreachable, "error": REDACTOR(error)}
@@ -96,7 +96,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     with ConsoleReporter(Console(stderr=True) if args.json else console) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
-    rows = plan_rows(runner, result)
+    rows = plan_rows(result)
     if args.json:
         console.print_json(json.dumps(rows))
     else:
