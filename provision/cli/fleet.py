@@ -38,7 +38,7 @@ from provision.secrets import REDACTOR
 from provision.service.argv import fingerprint
 from provision.service.bench import BenchSettings, bench_script, judge, parse_runs
 from provision.service.stability import GateThresholds
-from provision.service.status import drift, parse_status, resolve_auto, status_script
+from provision.service.status import drift, memory_found, parse_status, resolve_auto, status_script
 
 PLAN_ROLE = "plan"
 SMOKE_OP = "vllm_smoke"
@@ -221,6 +221,7 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
         "flags_fingerprint": release.get("flags_fingerprint"), "inventory_fingerprint": wanted,
         "health": status.health, "tokens_per_s": status.tokens_per_s, "running": status.running,
         "waiting": status.waiting, "kv_cache_percent": status.kv_cache_percent, "problems": status.problems,
+        **memory_found(status.release),
     }
 
 
@@ -242,12 +243,12 @@ def _number(value: float | None, fmt: str = "{:.0f}") -> str:
 def status_table(rows: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="STATUS", title_justify="left")
     for column in ("host", "reachable", "GPU / driver", "service", "uptime", "image", "weights", "flags", "health",
-                   "tok/s", "running / waiting", "KV cache"):
+                   "tok/s", "running / waiting", "KV cache", "KV GiB plan / found", "full seqs plan / found"):
         table.add_column(column)
     for name, row in rows.items():
         if "error" in row:
             table.add_row(Text(name, style="red"), "yes" if row["reachable"] else Text("no", style="red"),
-                          Text(row["error"][:160], style="red"), *("-",) * 9)
+                          Text(row["error"][:160], style="red"), *("-",) * 11)
             continue
         image = row["image"] or "-"
         digest = image.split("@", 1)[1][:19] if "@" in image else image
@@ -259,8 +260,15 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
             _uptime(row["uptime_s"]), digest, (row["weights_commit"] or "-")[:12],
             Text(row["flags"], style=flags_style),
             Text(row["health"], style="green" if row["health"] == "ok" else "red"), _number(row["tokens_per_s"]),
-            f"{_number(row['running'])} / {_number(row['waiting'])}", _number(row["kv_cache_percent"], "{:.1f}%"))
+            f"{_number(row['running'])} / {_number(row['waiting'])}", _number(row["kv_cache_percent"], "{:.1f}%"),
+            _plan_found(row, "kv_planned_gib", "kv_found_gib"),
+            _plan_found(row, "sequences_planned", "sequences_found"))
     return table
+
+
+def _plan_found(row: dict[str, Any], planned: str, found: str) -> Text:
+    text = f"{_number(row.get(planned), '{:.2f}')} / {_number(row.get(found), '{:.2f}')}"
+    return Text(text, style="yellow" if row.get("memory_warnings") else "")
 
 
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
@@ -273,6 +281,9 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         console.print_json(json.dumps(rows, default=str))
     else:
         console.print(status_table(rows))
+        for name, row in rows.items():
+            for warning in row.get("memory_warnings") or []:
+                console.print(Text(f"WARNING {name}: {warning}", style="yellow"))
     return EXIT_OK if all(row["reachable"] and "error" not in row for row in rows.values()) else EXIT_FAILED
 
 

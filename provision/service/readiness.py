@@ -23,7 +23,7 @@ from provision.service.endpoint import Endpoint
 from provision.service.fatal import FatalLine, clean, find_fatal
 from provision.service.shell import quote
 
-LOG_LINES = 300
+LOG_LINES = 500  # a TP start prints a traceback per worker; the cause precedes them
 CHECK_TIMEOUT_S = 5
 Progress = Callable[[str, float | None, float | None], None]
 
