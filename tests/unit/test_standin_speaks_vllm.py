@@ -87,6 +87,7 @@ def is_subsequence(items: list[str], of: tuple[str, ...]) -> bool:
 def test_a_start_prints_only_real_lines_in_the_order_real_logs_have_them() -> None:
     printed = keys_of(run_standin("ok"))
     assert [key for key in printed if key.startswith("? ")] == [], "every line is one of real_lines.LINES"
+    printed = printed[:printed.index("uvicorn_complete") + 1]  # the start; then it was stopped
     runs = [key for index, key in enumerate(printed) if index == 0 or printed[index - 1] != key]
     assert is_subsequence(runs, STARTUP_ORDER), runs
     for source in sorted({LINES[key].source for key in STARTUP_ORDER if LINES[key].source}):
@@ -105,6 +106,7 @@ def test_a_start_speaks_the_pinned_version_behind_2026_prefixes() -> None:
     assert "(EngineCore pid=107) INFO" in (CORPUS / "startup__club-3090-612-rtx5090.log").read_text()
     assert "Using KV cache scaling factor 1.0 for fp8_e4m3" in output, "the fp8 warning a real start prints"
     assert "CUDA graph memory profiling is enabled (default since v0.21.0)" in output
+    assert find_fatal(output.splitlines()) is None, "a start that succeeds names no cause"
 
 
 CAUSES = {"kv-cache-too-small": "kv_cache_too_small", "cuda-oom": "cuda_oom", "no-kernel-image": "no_kernel_image",
