@@ -163,7 +163,7 @@ def find_fatal(lines: list[str], exited: bool = False) -> FatalLine | None:
         return None
     exceptions = [line for line in text if EXCEPTION.match(line) and not GENERIC.search(line)]
     if exceptions:
-        return FatalLine(_cut(exceptions[-1]), "vLLM failed to start", specific=False)
+        return FatalLine(_cut(exceptions[-1]), "no known cause; vLLM's last error", specific=False)
     if generic is not None:
         return FatalLine(_cut(generic), "vLLM's engine failed to start", specific=False)
     return None

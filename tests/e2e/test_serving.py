@@ -272,7 +272,7 @@ FAILURE_REASONS = {
     "weights-missing": ("the weights are not in the mounted Hugging Face cache",
                         f"Value error, Invalid repository ID or local directory specified: '{REPO}'."),
     "bad-config": ("vLLM rejected a configuration value", "Value error, Expecting value: line 1 column 1 (char 0)"),
-    "mmap-failed": ("vLLM failed to start", "RuntimeError: unable to mmap"),
+    "mmap-failed": ("no known cause; vLLM's last error", "RuntimeError: unable to mmap"),
     "wrong-vision": ("does not contain 'red'", ""),
 }
 

@@ -175,4 +175,5 @@ def test_an_api_server_that_died_of_no_known_cause_is_quoted_by_its_exception() 
            "(APIServer pid=1) OSError: [Errno 98] Address already in use"]
     verdict = judge(parse_snapshot(output(active="failed", sub="failed", log=log)), ENDPOINT, MARK)
     assert verdict.state == "failed" and verdict.fatal is not None
-    assert "is failed (failed): vLLM failed to start: 'OSError: [Errno 98] Address already in use'" in verdict.detail
+    assert ("is failed (failed): no known cause; vLLM's last error: 'OSError: [Errno 98] Address already in use'"
+            in verdict.detail)
