@@ -101,6 +101,14 @@ LINES: dict[str, RealLine] = {
                             "startup__vllm-48214.log"),
     "kv_available": _line("INFO", "gpu_worker.py:508", "Available KV cache memory: {gib} GiB",
                           "startup__vllm-48214.log"),
+    "kv_reserved": _line(
+        "INFO", "gpu_worker.py:492",
+        "Initial free memory {free:.2f} GiB, reserved {gib:.2f} GiB memory for KV Cache as specified by "
+        "kv_cache_memory_bytes config and skipped memory profiling. This does not respect the "
+        "gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want manual control of KV "
+        "cache memory size. If OOM'ed, check the difference of initial free memory between the current run and "
+        "the previous run where kv_cache_memory_bytes is suggested and update it correspondingly.",
+        "unknown__intel-arc-b70-4.log"),
     "graph_profiling_default": _line(
         "INFO", "gpu_worker.py:523",
         "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
@@ -199,5 +207,5 @@ STARTUP_ORDER = ("banner_edge", "banner_1", "banner_2", "banner_3", "banner_4", 
                  "architecture", "max_model_len", "chunked_prefill", "engine_config", "start_loading", "fp8_scale",
                  "weights_took", "model_loading", "encoder_cache", "rms_norm", "compile_cache", "dynamo",
                  "compile_range", "compile_total", "warmup", "graph_profiling", "graph_estimate", "kv_available",
-                 "graph_profiling_default", "kv_tokens", "concurrency", "capturing", "graphs_done", "init_engine",
+                 "kv_reserved", "graph_profiling_default", "kv_tokens", "concurrency", "capturing", "graphs_done", "init_engine",
                  "serving", "routes", "route", "uvicorn_started", "uvicorn_waiting", "uvicorn_complete")

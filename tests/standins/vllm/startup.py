@@ -149,8 +149,12 @@ def start_engine(log: VllmLog, settings: EngineSettings) -> EngineReady:
         available = min(available, int(needed * 0.45))
     if behaviour == "no-cache-blocks":
         available = 0
-    log.real(ENGINE_CORE, "kv_available", gib=format_gib(max(available, 0)))
-    if not eager:
+    if memory.kv_cache_memory_bytes is not None:
+        # a fixed reservation: vLLM skips the profile and says so (intel-arc-pro-b70-inference-cookbook#4)
+        log.real(ENGINE_CORE, "kv_reserved", free=plan.free_gib, gib=available / GIB)
+    else:
+        log.real(ENGINE_CORE, "kv_available", gib=format_gib(max(available, 0)))
+    if not eager and memory.kv_cache_memory_bytes is None:
         share = plan.cudagraph_gib / memory.total_gib
         utilization = memory.gpu_memory_utilization
         log.real(ENGINE_CORE, "graph_profiling_default", current=utilization, without=utilization - share,
