@@ -203,9 +203,10 @@ LINES: dict[str, RealLine] = {
 }
 
 # the order of a start that succeeds (kv lines and the fp8 warning only where they apply)
-STARTUP_ORDER = ("banner_edge", "banner_1", "banner_2", "banner_3", "banner_4", "banner_edge", "non_default_args",
-                 "architecture", "max_model_len", "chunked_prefill", "engine_config", "start_loading", "fp8_scale",
-                 "weights_took", "model_loading", "encoder_cache", "rms_norm", "compile_cache", "dynamo",
-                 "compile_range", "compile_total", "warmup", "graph_profiling", "graph_estimate", "kv_available",
-                 "kv_reserved", "graph_profiling_default", "kv_tokens", "concurrency", "capturing", "graphs_done", "init_engine",
-                 "serving", "routes", "route", "uvicorn_started", "uvicorn_waiting", "uvicorn_complete")
+STARTUP_ORDER = (
+    "banner_edge", "banner_1", "banner_2", "banner_3", "banner_4", "banner_edge", "non_default_args", "architecture",
+    "max_model_len", "chunked_prefill", "engine_config", "start_loading", "fp8_scale", "weights_took", "model_loading",
+    "encoder_cache", "rms_norm", "compile_cache", "dynamo", "compile_range", "compile_total", "warmup",
+    "graph_profiling", "graph_estimate", "kv_available", "kv_reserved", "graph_profiling_default", "kv_tokens",
+    "concurrency", "capturing", "graphs_done", "init_engine", "serving", "routes", "route", "uvicorn_started",
+    "uvicorn_waiting", "uvicorn_complete")
