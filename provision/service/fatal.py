@@ -74,6 +74,7 @@ PREFIXES = tuple(re.compile(pattern) for pattern in (
     r"^\S{3} \d{1,2} \d\d:\d\d:\d\d \S+ [^\s:]+: ",                      # syslog/journal `Aug 19 ... vllm[8707]: `
     r"^\[\d{4}-\d\d-\d\dT[\d:.]+Z\] ",                                   # CI timestamps `[2026-02-24T20:21:58Z] `
     r"^\d{4}-\d\d-\d\dT[\d:.]+Z ",                                       # `docker logs --timestamps`
+    r"^[A-Z][a-z]{2} \d\d\s+\d\d:\d\d:\d\d\.\d+",                          # Modal's `Jun 04  07:43:14.027`
     r"^\d\d:\d\d:\d\d \[[A-Z]+\] (?:\[[^\]]*\] )*",                      # a wrapper's own log prefix
     r"^\((?:APIServer|EngineCore\w*|VllmWorker\w*|Worker\w*|RayWorkerWrapper)[^)]*\) ?",  # vLLM's process
     r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: \d\d-\d\d \d\d:\d\d:\d\d)? \[?[\w./-]+\.py:\d+\] ?",

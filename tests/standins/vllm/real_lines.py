@@ -1,11 +1,11 @@
 """Every line the stand-in vLLM prints, as real vLLM printed it, and where that was seen.
 
-The pinned image is vllm/vllm-openai:v0.21.0-cu129. No posted log of v0.21.0 itself was found
-(tests/unit/fixtures/vllm_logs/SOURCES.md), so each line is taken from the nearest version the
-corpus has, and `source` names the corpus file it is copied from: the 2026-05 posts (between v0.20
-and v0.21: `(EngineCore pid=N)` and `(APIServer pid=N)` prefixes, vllm#38820, club-3090#96), v0.24.0
-and later ones for lines v0.21 introduced ("default since v0.21.0"), older ones where nothing newer
-was posted. tests/unit/test_standin_speaks_vllm.py checks every template against its source line
+The pinned image is vllm/vllm-openai:v0.21.0-cu129. One posted log of v0.21.0 was found
+(vllm#44494: its lines are taken from it); the others come from the nearest versions the corpus has
+(tests/unit/fixtures/vllm_logs/SOURCES.md); `source` names the corpus file each line is copied
+from: the 2026-05 posts (between v0.20 and v0.21: `(EngineCore pid=N)` and `(APIServer pid=N)`
+prefixes, vllm#38820, club-3090#96), v0.24.0 and later ones for lines v0.21 introduced ("default
+since v0.21.0"), older ones where nothing newer was posted. tests/unit/test_standin_speaks_vllm.py checks every template against its source line
 (level, `[file.py:LINE]` and message, numbers free) and the start-up order against the corpus, so
 the stand-in cannot drift from what vLLM says.
 
@@ -77,8 +77,8 @@ LINES: dict[str, RealLine] = {
                        note="vLLM's source text (vllm-project/vllm#25968, kv_cache.py); no posted log has it"),
     "weights_took": _line("INFO", "default_loader.py:384", "Loading weights took {seconds:.2f} seconds",
                           "startup__vllm-38820-engine.log"),
-    "model_loading": _line("INFO", "gpu_model_runner.py:4879", "Model loading took {gib} GiB memory and "
-                           "{seconds:.6f} seconds", "startup__vllm-38820-engine.log"),
+    "model_loading": _line("INFO", "gpu_model_runner.py:4959", "Model loading took {gib} GiB memory and "
+                           "{seconds:.6f} seconds", "unknown__vllm-44494-v0.21.0-gemma4.log"),
     "encoder_cache": _line("INFO", "gpu_model_runner.py:5820",
                            "Encoder cache will be initialized with a budget of {tokens} tokens, and profiled "
                            "with {items} {modality} items of the maximum feature size.",
@@ -141,12 +141,13 @@ LINES: dict[str, RealLine] = {
     "uvicorn_finished": _line(None, "", "INFO:     Finished server process [{pid}]", None,
                               note="uvicorn's own message"),
     # failures: the engine's traceback (raw, behind the process prefix) and the API server's
-    "engine_failed": _line("ERROR", "core.py:1136", "EngineCore failed to start.", "unknown__vllm-41849.log"),
+    "engine_failed": _line("ERROR", "core.py:1140", "EngineCore failed to start.",
+                           "unknown__vllm-44494-v0.21.0-gemma4.log"),
     "traceback": _line(None, "", "Traceback (most recent call last):", "unknown__club-3090-58.log"),
     "process_engine_core": _line(None, "", "Process EngineCore:", "unknown__club-3090-58.log"),
     "frame": _line(None, "", '  File "{path}", line {number}, in {function}', "unknown__club-3090-58.log"),
-    "frame_engine_core": _line(None, "", "    engine_core = EngineCoreProc(*args, **kwargs)",
-                               "gpu_memory_taken__vllm-20305.log"),
+    "frame_engine_core": _line(None, "", "    engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)",
+                               "unknown__vllm-44494-v0.21.0-gemma4.log"),
     "raise_value_error": _line(None, "", "    raise ValueError(", "gpu_memory_taken__club-3090-4.log"),
     "kv_too_small": _line(
         None, "", "ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "

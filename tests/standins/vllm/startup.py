@@ -78,8 +78,8 @@ def _fail(log: VllmLog, exception: list[tuple[str, dict[str, object]]], raising:
     return EngineStartFailure(texts[0])
 
 
-# the frames between vLLM's engine entry and the failing call (vllm#41849, club-3090#4: 2026 paths)
-FRAMES = (LINES["frame"].text(path="/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", number=1193,
+# the frames between vLLM's engine entry and the failing call (v0.21.0's, vllm#44494)
+FRAMES = (LINES["frame"].text(path="/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", number=1114,
                               function="run_engine_core"),
           LINES["frame_engine_core"].text())
 
