@@ -1,13 +1,14 @@
 """Every line the stand-in vLLM prints, as real vLLM printed it, and where that was seen.
 
 The pinned image is vllm/vllm-openai:v0.21.0-cu129. One posted log of v0.21.0 was found
-(vllm#44494: its lines are taken from it); the others come from the nearest versions the corpus has
-(tests/unit/fixtures/vllm_logs/SOURCES.md); `source` names the corpus file each line is copied
-from: the 2026-05 posts (between v0.20 and v0.21: `(EngineCore pid=N)` and `(APIServer pid=N)`
-prefixes, vllm#38820, club-3090#96), v0.24.0 and later ones for lines v0.21 introduced ("default
-since v0.21.0"), older ones where nothing newer was posted. tests/unit/test_standin_speaks_vllm.py checks every template against its source line
-(level, `[file.py:LINE]` and message, numbers free) and the start-up order against the corpus, so
-the stand-in cannot drift from what vLLM says.
+(vllm#44494: its lines are taken from it); the others come from the nearest versions the corpus
+has (tests/unit/fixtures/vllm_logs/SOURCES.md): the 2026-05 posts between v0.20 and v0.21
+(`(EngineCore pid=N)` and `(APIServer pid=N)` prefixes, vllm#38820, club-3090#96), v0.24.0 and
+later ones for lines v0.21 introduced ("default since v0.21.0"), older ones where nothing newer
+was posted. `source` names the corpus file each line is copied from.
+tests/unit/test_standin_speaks_vllm.py checks every template against its source line (level,
+`[file.py:LINE]` and message, numbers free) and the start-up order against the corpus, so the
+stand-in cannot drift from what vLLM says.
 
 `tail` is text a template goes on with where the corpus line was cut (not checked); lines with no
 corpus source say why in `note` (uvicorn's own lines, vLLM source text seen only in a diff).
