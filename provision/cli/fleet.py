@@ -243,12 +243,12 @@ def _number(value: float | None, fmt: str = "{:.0f}") -> str:
 def status_table(rows: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="STATUS", title_justify="left")
     for column in ("host", "reachable", "GPU / driver", "service", "uptime", "image", "weights", "flags", "health",
-                   "tok/s", "running / waiting", "KV cache", "KV GiB plan / found", "full seqs plan / found"):
+                   "tok/s", "running / waiting", "KV cache"):
         table.add_column(column)
     for name, row in rows.items():
         if "error" in row:
             table.add_row(Text(name, style="red"), "yes" if row["reachable"] else Text("no", style="red"),
-                          Text(row["error"][:160], style="red"), *("-",) * 11)
+                          Text(row["error"][:160], style="red"), *("-",) * 9)
             continue
         image = row["image"] or "-"
         digest = image.split("@", 1)[1][:19] if "@" in image else image
@@ -260,15 +260,23 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
             _uptime(row["uptime_s"]), digest, (row["weights_commit"] or "-")[:12],
             Text(row["flags"], style=flags_style),
             Text(row["health"], style="green" if row["health"] == "ok" else "red"), _number(row["tokens_per_s"]),
-            f"{_number(row['running'])} / {_number(row['waiting'])}", _number(row["kv_cache_percent"], "{:.1f}%"),
-            _plan_found(row, "kv_planned_gib", "kv_found_gib"),
-            _plan_found(row, "sequences_planned", "sequences_found"))
+            f"{_number(row['running'])} / {_number(row['waiting'])}", _number(row["kv_cache_percent"], "{:.1f}%"))
     return table
 
 
-def _plan_found(row: dict[str, Any], planned: str, found: str) -> Text:
-    text = f"{_number(row.get(planned), '{:.2f}')} / {_number(row.get(found), '{:.2f}')}"
-    return Text(text, style="yellow" if row.get("memory_warnings") else "")
+def memory_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
+    """Per host, planned vs found KV memory and full-length sequences (one line each: the table is
+    wide already), then a warning where vLLM found much less than planned."""
+    lines = []
+    for name, row in rows.items():
+        if row.get("kv_found_gib") is None and row.get("sequences_found") is None:
+            continue
+        lines.append(Text(f"{name}: KV cache planned {_number(row.get('kv_planned_gib'), '{:.2f}')} GiB, found "
+                          f"{_number(row.get('kv_found_gib'), '{:.2f}')} GiB; full-length sequences planned "
+                          f"{_number(row.get('sequences_planned'), '{:.2f}')}, found "
+                          f"{_number(row.get('sequences_found'), '{:.2f}')}"))
+        lines += [Text(f"WARNING {name}: {warning}", style="yellow") for warning in row.get("memory_warnings") or []]
+    return lines
 
 
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
@@ -281,9 +289,8 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         console.print_json(json.dumps(rows, default=str))
     else:
         console.print(status_table(rows))
-        for name, row in rows.items():
-            for warning in row.get("memory_warnings") or []:
-                console.print(Text(f"WARNING {name}: {warning}", style="yellow"))
+        for line in memory_lines(rows):
+            console.print(line)
     return EXIT_OK if all(row["reachable"] and "error" not in row for row in rows.values()) else EXIT_FAILED
 
 

@@ -76,3 +76,15 @@ def test_planned_vs_found_memory_from_the_record_warns_when_vllm_found_much_less
     assert close["memory_warnings"] == []
     assert memory_found(None) == {"kv_planned_gib": None, "kv_found_gib": None, "sequences_planned": None,
                                   "sequences_found": None, "memory_warnings": []}
+
+
+def test_status_prints_planned_vs_found_per_host_and_the_warning():
+    from provision.cli.fleet import memory_lines
+    rows = {"desk-1": {**memory_found({"planned_memory": {"kv_available_gib": 3.06, "full_sequences": 1.44},
+                                       "startup_memory": {"kv_available_gib": 2.2, "max_concurrency": 1.03}})},
+            "desk-2": memory_found(None)}
+    text = [line.plain for line in memory_lines(rows)]
+    assert text[0] == ("desk-1: KV cache planned 3.06 GiB, found 2.20 GiB; full-length sequences planned 1.44, "
+                       "found 1.03")
+    assert text[1].startswith("WARNING desk-1: vLLM found 2.20 GiB of KV cache memory, 28% below the planned 3.06")
+    assert len(text) == 3, "a host with no figures gets no line"
