@@ -1,5 +1,6 @@
 import subprocess
 
+from provision.cli.fleet import memory_lines
 from provision.service.endpoint import Endpoint
 from provision.service.release import Layout
 from provision.service.status import drift, memory_found, parse_metrics, parse_status, status_script
@@ -79,7 +80,6 @@ def test_planned_vs_found_memory_from_the_record_warns_when_vllm_found_much_less
 
 
 def test_status_prints_planned_vs_found_per_host_and_the_warning():
-    from provision.cli.fleet import memory_lines
     rows = {"desk-1": {**memory_found({"planned_memory": {"kv_available_gib": 3.06, "full_sequences": 1.44},
                                        "startup_memory": {"kv_available_gib": 2.2, "max_concurrency": 1.03}})},
             "desk-2": memory_found(None)}
