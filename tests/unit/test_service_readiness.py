@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ from provision.service.readiness import (
     parse_snapshot,
     snapshot_script,
 )
-from tests.standins.vllm.launch import free_port
+from tests.standins.vllm.launch import free_port, start_standin
+from tests.standins.vllm.server import FAILURES
 from tests.unit.ops_support import assert_bash_parses, run_local
-from tests.unit.serving_support import API_KEY, start_profile_standin, stop
+from tests.unit.serving_support import API_KEY, FAST, profile_arguments, start_profile_standin, stop
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 ENDPOINT = Endpoint(name="vllm", port=8000, env_file="/etc/provision/vllm/vllm.env", served_name="workhorse")
@@ -177,3 +179,24 @@ def test_an_api_server_that_died_of_no_known_cause_is_quoted_by_its_exception() 
     assert verdict.state == "failed" and verdict.fatal is not None
     assert ("is failed (failed): no known cause; vLLM's last error: 'OSError: [Errno 98] Address already in use'"
             in verdict.detail)
+
+
+@pytest.mark.parametrize("behaviour", FAILURES)
+def test_each_stand_in_failure_ends_the_wait_in_seconds_with_its_cause(behaviour: str) -> None:
+    """The real Waiter (real clock) polling a live stand-in's log: a failed start is told within
+    seconds, not after the readiness timeout, with the line that says why."""
+    process = start_standin(profile_arguments(), env={**FAST, "STANDIN_BEHAVIOUR": behaviour,
+                                                      "STANDIN_READY_DELAY": "1"})
+    try:
+        def run(_script: str) -> str:
+            exited = process.process.poll() is not None
+            return output(active="failed" if exited else "activating", sub="failed" if exited else "start",
+                          log=process.output().splitlines())
+        started = time.monotonic()
+        with pytest.raises(ServiceNotReady) as failure:
+            Waiter(run=run, endpoint=ENDPOINT, progress=lambda *_: None, interval=0.2).wait(MARK, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        process.stop()
+    assert failure.value.fatal is not None and took < 10, (took, str(failure.value))
+    assert failure.value.fatal.line in str(failure.value)
