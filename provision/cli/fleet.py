@@ -46,7 +46,7 @@ from provision.vllm.argv import fingerprint
 from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
 from provision.vllm.ops.vllm_service import VllmServiceArgs
 from provision.vllm.stability import GateThresholds
-from provision.vllm.status import drift, parse_status, resolve_auto, status_script
+from provision.vllm.status import drift, memory_found, parse_status, resolve_auto, status_script
 
 PLAN_ROLE = "plan"
 SMOKE_OP = "vllm_smoke"
@@ -233,6 +233,7 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
         "flags_fingerprint": release.get("flags_fingerprint"), "inventory_fingerprint": wanted,
         "health": status.health, "tokens_per_s": status.tokens_per_s, "running": status.running,
         "waiting": status.waiting, "kv_cache_percent": status.kv_cache_percent, "problems": status.problems,
+        **memory_found(status.release),
     }
 
 
@@ -275,6 +276,21 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
+def memory_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
+    """Per host, planned vs found KV memory and full-length sequences (one line each: the table is
+    wide already), then a warning where vLLM found much less than planned."""
+    lines = []
+    for name, row in rows.items():
+        if row.get("kv_found_gib") is None and row.get("sequences_found") is None:
+            continue
+        lines.append(Text(f"{name}: KV cache planned {_number(row.get('kv_planned_gib'), '{:.2f}')} GiB, found "
+                          f"{_number(row.get('kv_found_gib'), '{:.2f}')} GiB; full-length sequences planned "
+                          f"{_number(row.get('sequences_planned'), '{:.2f}')}, found "
+                          f"{_number(row.get('sequences_found'), '{:.2f}')}"))
+        lines += [Text(f"WARNING {name}: {warning}", style="yellow") for warning in row.get("memory_warnings") or []]
+    return lines
+
+
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
     hosts, services = service_settings(args)
     wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
@@ -283,6 +299,8 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         console.print_json(json.dumps(rows, default=str))
     else:
         console.print(status_table(rows))
+        for line in memory_lines(rows):
+            console.print(line)
     return EXIT_OK if all(row["reachable"] and "error" not in row for row in rows.values()) else EXIT_FAILED
 
 

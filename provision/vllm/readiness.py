@@ -23,7 +23,7 @@ from provision.vllm.endpoint import Endpoint
 from provision.vllm.fatal import FatalLine, clean, find_fatal
 from provision.vllm.shell import quote
 
-LOG_LINES = 300
+LOG_LINES = 500  # a TP start prints a traceback per worker; the cause precedes them
 CHECK_TIMEOUT_S = 5
 Progress = Callable[[str, float | None, float | None], None]
 
@@ -163,11 +163,16 @@ def judge(snapshot: Snapshot, endpoint: Endpoint, mark: StartMark) -> Verdict:
         return Verdict("failed", f"{endpoint.name} serves {snapshot.models}, not {endpoint.served_name!r}")
     if snapshot.health == 503:
         return Verdict("failed", f"{endpoint.name}'s engine died (/health 503){last_lines(snapshot)}")
-    if (mark.restarts is not None and snapshot.restarts > mark.restarts) or snapshot.sub_state == "auto-restart":
-        return Verdict("failed", f"{endpoint.name} exited and systemd restarted it{last_lines(snapshot)}")
-    if snapshot.active_state in ("failed", "inactive"):
-        return Verdict("failed", f"{endpoint.name} is {snapshot.active_state} ({snapshot.sub_state})"
-                                 f"{last_lines(snapshot)}")
+    restarted = ((mark.restarts is not None and snapshot.restarts > mark.restarts)
+                 or snapshot.sub_state == "auto-restart")
+    if restarted or snapshot.active_state in ("failed", "inactive"):
+        how = ("exited and systemd restarted it" if restarted
+               else f"is {snapshot.active_state} ({snapshot.sub_state})")
+        # it died of no known cause (an API server crash before the engine, say): quote its exception
+        exited = find_fatal(snapshot.log, exited=True)
+        if exited is not None:
+            return Verdict("failed", f"{endpoint.name} {how}: {exited.describe()}{last_lines(snapshot)}", exited)
+        return Verdict("failed", f"{endpoint.name} {how}{last_lines(snapshot)}")
     phase = clean(snapshot.log[-1])[:80] if snapshot.log else "starting"
     return Verdict("waiting", phase)
 

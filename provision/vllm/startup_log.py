@@ -1,9 +1,16 @@
 """What vLLM found at start-up, read from its log: the planner's figures, measured.
 
-Lines (vLLM 0.33, see tests/standins/vllm/startup.py for where each comes from):
-  Model loading took 17.12 GiB memory and 41.2 seconds
-  Available KV cache memory: 3.06 GiB
-  GPU KV cache size: 188,397 tokens, Maximum concurrency for 131,072 tokens per request: 1.44x
+The wordings differ between versions (real lines in tests/unit/fixtures/vllm_logs/, SOURCES.md):
+  Model loading took 15.26 GiB memory and 23.107530 seconds        (v0.1x-v0.2x; "GiB and" in 0.10)
+  Model loading took 3.3414 GB and 0.742108 seconds                 (V0, early 2025)
+  Loading model weights took 14.9888 GB                             (V0, 2024)
+  Available KV cache memory: 5.98 GiB                               (V1)
+  ... kv_cache_size=3.81GiB gpu_memory_utilization=0.90             (V0 "Memory profiling results")
+  ... the rest of the memory reserved for KV Cache is 2.20GiB.      (V0, early 2025)
+  ... reserved 4.25 GiB memory for KV Cache as specified by kv_cache_memory_bytes config
+  GPU KV cache size: 567,978 tokens
+  Maximum concurrency for 131,072 tokens per request: 4.33x         (its own line since V1; once
+                                                                     on the size line)
 """
 
 from __future__ import annotations
@@ -12,12 +19,25 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-PATTERNS = {
-    "weights_gib": re.compile(r"Model loading took ([0-9.]+) GiB"),
-    "kv_available_gib": re.compile(r"Available KV cache memory: ([0-9.]+) GiB"),
-    "kv_cache_tokens": re.compile(r"GPU KV cache size: ([0-9,]+) tokens"),
-    "max_concurrency": re.compile(r"Maximum concurrency for [0-9,]+ tokens per request: ([0-9.]+)x"),
+NUMBER = r"([0-9][0-9.,]*)"
+PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
+    "weights_gib": (re.compile(rf"Model loading took {NUMBER} ?Gi?B"),
+                    re.compile(rf"Loading model weights took {NUMBER} ?Gi?B")),
+    "kv_available_gib": (re.compile(rf"Available KV cache memory: {NUMBER} ?GiB"),
+                         re.compile(rf"kv_cache_size={NUMBER} ?GiB"),
+                         re.compile(rf"the rest of the memory reserved for KV Cache is {NUMBER} ?GiB"),
+                         re.compile(rf"Current kv cache memory in use is {NUMBER} ?GiB")),
+    "kv_reserved_gib": (re.compile(rf"reserved {NUMBER} ?GiB memory for KV Cache as specified by "
+                                   "kv_cache_memory_bytes"),),
+    "kv_cache_tokens": (re.compile(rf"GPU KV cache size: {NUMBER} tokens"),),
+    "concurrency_tokens": (re.compile(rf"Maximum concurrency for {NUMBER} tokens per request"),),
+    "max_concurrency": (re.compile(rf"Maximum concurrency for [0-9,]+ tokens per request: {NUMBER}x"),),
 }
+INTEGERS = ("kv_cache_tokens", "concurrency_tokens")
+# what a journal filter must keep (grep -E): every line any pattern above reads
+JOURNAL_FILTER = ("Model loading took|Loading model weights took|Available KV cache memory|kv_cache_size="
+                  "|reserved for KV Cache|for KV Cache as specified|kv cache memory in use|GPU KV cache size"
+                  "|Maximum concurrency for")
 
 
 @dataclass(frozen=True)
@@ -26,31 +46,58 @@ class StartupMemory:
     kv_available_gib: float | None = None
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
+    concurrency_tokens: int | None = None
+    kv_reserved_gib: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
+    @property
+    def kv_gib(self) -> float | None:
+        """The KV cache memory vLLM has: profiled, or the fixed reservation of --kv-cache-memory-bytes."""
+        return self.kv_available_gib if self.kv_available_gib is not None else self.kv_reserved_gib
+
+
+def _last_match(key: str, log: str) -> tuple[int, str] | None:
+    found = [(match.start(), match.group(1)) for pattern in PATTERNS[key] for match in pattern.finditer(log)]
+    return max(found) if found else None
+
 
 def parse_startup_memory(log: str) -> StartupMemory:
     """The last start's figures (a log may hold several starts: the last match of each wins)."""
-    found: dict[str, Any] = {}
-    for key, pattern in PATTERNS.items():
-        matches = pattern.findall(log)
-        if matches:
-            text = matches[-1].replace(",", "")
-            found[key] = int(text) if key == "kv_cache_tokens" else float(text)
-    return StartupMemory(**found)
+    figures: dict[str, Any] = {}
+    for key in PATTERNS:
+        match = _last_match(key, log)
+        if match is not None:
+            text = match[1].replace(",", "").rstrip(".")
+            figures[key] = int(text) if key in INTEGERS else float(text)
+    return StartupMemory(**figures)
+
+
+WARN_APART = 0.15
 
 
 def planned_vs_actual(planned: dict[str, Any], actual: StartupMemory) -> str:
     """One line for the run's output: `KV cache planned 3.06 GiB, vLLM found 3.06 GiB; ...`."""
     parts = []
-    if actual.kv_available_gib is not None and planned.get("kv_available_gib") is not None:
-        parts.append(f"KV cache planned {planned['kv_available_gib']:.2f} GiB, "
-                     f"vLLM found {actual.kv_available_gib:.2f} GiB")
+    if actual.kv_gib is not None and planned.get("kv_available_gib") is not None:
+        parts.append(f"KV cache planned {planned['kv_available_gib']:.2f} GiB, vLLM found {actual.kv_gib:.2f} GiB")
     if actual.max_concurrency is not None and planned.get("full_sequences") is not None:
         parts.append(f"full-length sequences planned {planned['full_sequences']:.2f}, "
                      f"vLLM {actual.max_concurrency:.2f}")
     if actual.weights_gib is not None:
         parts.append(f"weights {actual.weights_gib:.2f} GiB")
     return "; ".join(parts) or "vLLM's start-up log gave no memory figures"
+
+
+def shortfalls(planned: dict[str, Any], actual: StartupMemory) -> list[str]:
+    """Warnings where vLLM found more than 15% less than the plan: the plan was off before users
+    hit the limit (a context that fits on paper may not fit the real cache)."""
+    pairs = (("KV cache memory", planned.get("kv_available_gib"), actual.kv_gib, " GiB"),
+             ("full-length sequences", planned.get("full_sequences"), actual.max_concurrency, ""))
+    warnings = []
+    for what, plan, found, unit in pairs:
+        if plan and found is not None and found < plan * (1 - WARN_APART):
+            warnings.append(f"vLLM found {found:.2f}{unit} of {what}, {100 * (1 - found / plan):.0f}% below "
+                            f"the planned {plan:.2f}{unit}: the memory plan was off")
+    return warnings

@@ -14,6 +14,7 @@ from typing import Any
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.release import Layout, Record
 from provision.vllm.shell import quote
+from provision.vllm.startup_log import StartupMemory, shortfalls
 
 METRIC = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>[-+0-9.eEnaNif]+)')
 
@@ -118,3 +119,14 @@ def drift(release: dict[str, Any] | None, wanted_fingerprint: str) -> str:
     if not release:
         return "not deployed"
     return "in sync" if release.get("flags_fingerprint") == wanted_fingerprint else "DRIFT"
+
+
+def memory_found(release: dict[str, Any] | None) -> dict[str, Any]:
+    """Planned vs found KV memory and full-length concurrency from the release record (vllm_memory
+    writes both after a start), with a warning where vLLM found more than 15% less than planned."""
+    planned = (release or {}).get("planned_memory") or {}
+    found = StartupMemory(**{key: value for key, value in ((release or {}).get("startup_memory") or {}).items()
+                             if key in StartupMemory.__dataclass_fields__})
+    return {"kv_planned_gib": planned.get("kv_available_gib"), "kv_found_gib": found.kv_gib,
+            "sequences_planned": planned.get("full_sequences"), "sequences_found": found.max_concurrency,
+            "memory_warnings": shortfalls(planned, found)}

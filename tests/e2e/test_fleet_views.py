@@ -93,8 +93,11 @@ def test_status_shows_the_service_in_sync_then_drift(served, laptop):
     assert row["state"] == "active (running)" and row["health"] == "ok" and row["flags"] == "in sync"
     assert row["image"] == image and "@sha256:" in image and row["gpu"] and row["driver"]
     assert row["uptime_s"] is not None and row["running"] == 0
+    assert row["kv_found_gib"] > 0 and row["kv_planned_gib"] > 0 and row["sequences_found"] > 0
+    assert row["memory_warnings"] == [], "the stand-in finds what the plan expects"
     table = views(laptop, "status")
     assert "in sync" in table.stdout and image.split("@", 1)[1][:19] in table.stdout
+    assert f"{laptop.host.name}: KV cache planned {row['kv_planned_gib']:.2f} GiB, found" in table.stdout
     laptop.set_vars(max_num_seqs=3)  # in the inventory, not applied
     try:
         drifted = views(laptop, "status")

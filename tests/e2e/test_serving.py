@@ -26,7 +26,7 @@ from tests.standins.hub.cli import RunningHub, start_hub
 from tests.standins.hub.server import HubOptions, read_request_log
 from tests.standins.nvidia import HostTraits
 from tests.standins.vllm.build import build_images
-from tests.standins.vllm.server import parse_command_line
+from tests.standins.vllm.server import FAILURES, parse_command_line
 
 pytestmark = pytest.mark.lab
 
@@ -56,7 +56,7 @@ def started_at(host: LabHost) -> str:
 def vllm_images(lab: Lab) -> dict[str, str]:
     """The stand-in vLLM variants the tests deploy, pushed to the lab registry (hosts' references)."""
     return build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
-                        behaviours=("ok", "cuda-oom", "wrong-vision"), env=STANDIN_ENV, log=lambda _: None)
+                        behaviours=("ok", *FAILURES, "wrong-vision"), env=STANDIN_ENV, log=lambda _: None)
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +153,9 @@ def test_planned_and_found_memory_are_reported_and_recorded(served, laptop):
     assert not memory["changed"]
     assert "KV cache planned" in memory["summary"] and "vLLM found" in memory["summary"]
     assert memory["data"]["found_kv_available_gib"] > 0 and memory["data"]["planned_kv_available_gib"] > 0
+    # v0.21 prints the concurrency on its own line: the journal filter must keep it
+    assert memory["data"]["found_max_concurrency"] > 0 and "full-length sequences planned" in memory["summary"]
+    assert "WARNING" not in memory["summary"], "the stand-in finds what the plan expects"
     record = json.loads(sh(laptop.host, "cat /var/lib/provision/vllm/release.json"))
     assert record["current"]["startup_memory"]["kv_available_gib"] == memory["data"]["found_kv_available_gib"]
 
@@ -237,34 +240,57 @@ def test_a_changed_flag_restarts_once_with_the_new_flag(flag_changed, served, la
 
 @pytest.fixture(scope="module")
 def failed_upgrades(flag_changed, laptop: Laptop, vllm_images) -> dict[str, Any]:
-    """Upgrades to an image that dies with CUDA OOM, then to one that answers the vision check wrong."""
+    """Upgrades, one after the other on the same host, to an image that fails each way vLLM fails
+    (the stand-in's failure modes print real vLLM's lines), then to one that answers the vision
+    check wrong; each must be rolled back."""
     good_image = sh(laptop.host, "docker inspect -f '{{.Config.Image}}' vllm")
     results: dict[str, Any] = {"good_image": good_image}
-    for behaviour in ("cuda-oom", "wrong-vision"):
+    for behaviour in (*FAILURES, "wrong-vision"):
         laptop.set_vars(max_num_seqs=3, vllm_image=vllm_images[behaviour])
         run = laptop.up(behaviour, "--tags", SERVING)
+        release = next((t for t in run.host(laptop.host.name)["tasks"] if t["name"] == RELEASE_TASK), {})
         results[behaviour] = {"run": run, "image": sh(laptop.host, "docker inspect -f '{{.Config.Image}}' vllm"),
+                              "elapsed": release.get("elapsed"),
                               "record": json.loads(sh(laptop.host, "cat /var/lib/provision/vllm/release.json"))}
     laptop.set_vars(max_num_seqs=3)
     results["smoke"] = laptop.run("smoke", str(laptop.inventory), name="smoke-after-rollbacks")
+    print("\nfailed upgrades (release task seconds, incl. rollback and its smoke checks): "
+          + ", ".join(f"{b} {results[b]['elapsed']}" for b in (*FAILURES, "wrong-vision")))
     return results
 
 
-@pytest.mark.parametrize(("behaviour", "reason"), [
-    ("cuda-oom", "failed to start: out of GPU memory: 'Failed to load model - not enough GPU memory"),
-    ("wrong-vision", "does not contain 'red'"),
-])
-def test_a_failing_upgrade_is_rolled_back_and_the_host_fails_with_the_reason(failed_upgrades, laptop, behaviour,
-                                                                             reason):
+# the cause fatal.py names and the start of the real line it quotes, per stand-in failure mode
+FAILURE_REASONS = {
+    "kv-cache-too-small": ("the context does not fit in the KV cache",
+                           "ValueError: To serve at least one request with the models's max seq len (131072)"),
+    "cuda-oom": ("out of GPU memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"),
+    "no-kernel-image": ("no kernels for this GPU", "RuntimeError: CUDA error: no kernel image is available"),
+    "no-cache-blocks": ("no GPU memory left for the KV cache", "ValueError: No available memory for the cache blocks"),
+    "gpu-memory-taken": ("another process holds GPU memory",
+                         "ValueError: Free memory on device cuda:0 (20.00/24.0 GiB)"),
+    "no-gpu": ("the container sees no GPU", "RuntimeError: Failed to infer device type"),
+    "weights-missing": ("the weights are not in the mounted Hugging Face cache",
+                        f"Value error, Invalid repository ID or local directory specified: '{REPO}'."),
+    "bad-config": ("vLLM rejected a configuration value", "Value error, Expecting value: line 1 column 1 (char 0)"),
+    "mmap-failed": ("no known cause; vLLM's last error", "RuntimeError: unable to mmap"),
+    "wrong-vision": ("does not contain 'red'", ""),
+}
+
+
+@pytest.mark.parametrize("behaviour", [*FAILURES, "wrong-vision"])
+def test_a_failing_upgrade_is_rolled_back_and_the_host_fails_with_the_reason(failed_upgrades, laptop, behaviour):
     outcome, name = failed_upgrades[behaviour], laptop.host.name
+    cause, quote = FAILURE_REASONS[behaviour]
     run = outcome["run"]
     assert run.returncode == 1, run.output
     error = run.host(name)["tasks"][-1]["error"]
-    assert run.host(name)["failed"] == 1 and name in error and reason in error, error
+    assert run.host(name)["failed"] == 1 and name in error and cause in error and quote in error, error
     assert "rolled back to release" in error and "passed the smoke checks" in error
     assert outcome["image"] == failed_upgrades["good_image"], "the previous release serves again"
     assert outcome["record"]["last_failed"]["reason"] and behaviour in outcome["record"]["last_failed"]["image"]
-    assert name in run.output and reason in run.output
+    assert name in run.output and cause in run.output
+    if behaviour != "wrong-vision":
+        assert outcome["elapsed"] < 60, "reported in seconds, not after the 180 s readiness timeout"
 
 
 def test_after_the_rollbacks_the_previous_release_answers_the_smoke_checks(failed_upgrades, laptop):

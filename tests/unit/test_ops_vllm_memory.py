@@ -34,7 +34,8 @@ def test_first_time_the_figures_are_written_into_the_record_without_a_change():
 
 def test_converged_when_the_record_already_holds_them():
     result = plan({"id": "abc", "startup_memory": {"weights_gib": 17.12, "kv_available_gib": 3.06,
-                                                   "kv_cache_tokens": 188397, "max_concurrency": 1.44}})
+                                                   "kv_cache_tokens": 188397, "max_concurrency": 1.44,
+                                                   "concurrency_tokens": 131072}})
     assert not result.changed and not result.commands
 
 
@@ -42,3 +43,16 @@ def test_nothing_running_nothing_to_do():
     op = REGISTRY["vllm_memory"]
     result = op.plan(op.Args.model_validate({}), None, "")
     assert not result.commands and "no memory figures" in result.summary
+
+
+def test_found_far_below_planned_is_a_warning_with_both_numbers():
+    op = REGISTRY["vllm_memory"]
+    planned = {"kv_available_gib": 4.0, "full_sequences": 1.9, "max_model_len": 131072}
+    result = op.plan(op.Args.model_validate({"planned": planned}), None, probe_output({"id": "abc"}))
+    assert "WARNING: vLLM found 3.06 GiB of KV cache memory, 24% below the planned 4.00 GiB" in result.summary
+    assert "vLLM found 1.44 of full-length sequences, 24% below the planned 1.90" in result.summary
+    assert len(result.result["warnings"]) == 2
+
+
+def test_within_fifteen_percent_is_no_warning():
+    assert "WARNING" not in plan({"id": "abc"}).summary

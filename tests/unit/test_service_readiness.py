@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ from provision.vllm.readiness import (
     parse_snapshot,
     snapshot_script,
 )
-from tests.standins.vllm.launch import free_port
+from tests.standins.vllm.launch import free_port, start_standin
+from tests.standins.vllm.server import FAILURES
 from tests.unit.ops_support import assert_bash_parses, run_local
-from tests.unit.serving_support import API_KEY, start_profile_standin, stop
+from tests.unit.serving_support import API_KEY, FAST, profile_arguments, start_profile_standin, stop
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 ENDPOINT = Endpoint(name="vllm", port=8000, env_file="/etc/provision/vllm/vllm.env", served_name="workhorse")
@@ -48,16 +50,16 @@ def models_body(*names: str, status: int = 200) -> str:
 
 
 @pytest.mark.parametrize(("log", "cause", "quoted"), [
-    ("cuda-oom", "out of GPU memory", "Failed to load model - not enough GPU memory"),
-    ("kv-cache-too-small", "lower max_model_len", "KV cache is needed, which is larger than the available"),
-    ("no-kernel-image", "no kernels for this GPU", "no kernel image is available for execution on the device"),
+    ("cuda_oom__vllm-14452-rtx5080", "out of GPU memory", "torch.OutOfMemoryError: CUDA out of memory."),
+    ("kv_cache_too_small__xinference-4926", "lower max_model_len", "KV cache is needed, which is larger than the"),
+    ("no_kernel_image__vllm-14452", "no kernels for this GPU", "no kernel image is available for execution on the"),
     ("badflag", "rejected its command line", "vllm: error: unrecognized arguments: --gpu-memory-utilisation"),
 ])
 def test_the_line_that_names_the_cause_is_quoted(log: str, cause: str, quoted: str) -> None:
     fatal = find_fatal(log_lines(log))
     assert fatal is not None and fatal.specific
     assert cause in fatal.meaning and quoted in fatal.line
-    assert not fatal.line.startswith("(EngineCore"), "vLLM's process/time prefix is cut from the quote"
+    assert not fatal.line.startswith(("(", "ERROR")), "vLLM's process/time prefix is cut from the quote"
 
 
 def test_generic_engine_failure_is_found_but_not_specific() -> None:
@@ -128,7 +130,8 @@ def test_wait_polls_with_progress_until_ready() -> None:
 def test_wait_stops_early_on_a_fatal_line_and_takes_a_second_look_for_the_cause() -> None:
     clock, progress = Clock(), []
     generic = ["(EngineCore pid=7) ERROR 11-30 15:00:00 [core.py:1584] EngineCore failed to start."]
-    replies = [output(log=["Loading"]), output(log=generic), output(log=log_lines("kv-cache-too-small"))]
+    real = log_lines("kv_cache_too_small__xinference-4926")
+    replies = [output(log=["Loading"]), output(log=generic), output(log=real)]
     with pytest.raises(ServiceNotReady) as failure:
         waiter(replies, clock, progress).wait(MARK, timeout=1200)
     assert "KV cache is needed" in str(failure.value) and failure.value.fatal is not None
@@ -166,3 +169,34 @@ def test_snapshot_script_reads_a_running_server_with_the_key_from_the_env_file(t
         assert API_KEY not in done.stdout + done.stderr
     finally:
         stop(server)
+
+
+def test_an_api_server_that_died_of_no_known_cause_is_quoted_by_its_exception() -> None:
+    log = ["(APIServer pid=1) INFO 05-01 10:00:00 [api_server.py:1805] vLLM API server version 0.21.0",
+           "(APIServer pid=1) Traceback (most recent call last):",
+           "(APIServer pid=1) OSError: [Errno 98] Address already in use"]
+    verdict = judge(parse_snapshot(output(active="failed", sub="failed", log=log)), ENDPOINT, MARK)
+    assert verdict.state == "failed" and verdict.fatal is not None
+    assert ("is failed (failed): no known cause; vLLM's last error: 'OSError: [Errno 98] Address already in use'"
+            in verdict.detail)
+
+
+@pytest.mark.parametrize("behaviour", FAILURES)
+def test_each_stand_in_failure_ends_the_wait_in_seconds_with_its_cause(behaviour: str) -> None:
+    """The real Waiter (real clock) polling a live stand-in's log: a failed start is told within
+    seconds, not after the readiness timeout, with the line that says why."""
+    process = start_standin(profile_arguments(), env={**FAST, "STANDIN_BEHAVIOUR": behaviour,
+                                                      "STANDIN_READY_DELAY": "1"})
+    try:
+        def run(_script: str) -> str:
+            exited = process.process.poll() is not None
+            return output(active="failed" if exited else "activating", sub="failed" if exited else "start",
+                          log=process.output().splitlines())
+        started = time.monotonic()
+        with pytest.raises(ServiceNotReady) as failure:
+            Waiter(run=run, endpoint=ENDPOINT, progress=lambda *_: None, interval=0.2).wait(MARK, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        process.stop()
+    assert failure.value.fatal is not None and took < 10, (took, str(failure.value))
+    assert failure.value.fatal.line in str(failure.value)

@@ -8,7 +8,7 @@ INFO 11-30 14:00:30 [kv_cache_utils.py:900] GPU KV cache size: 188,397 tokens, "
 
 
 def test_parse():
-    assert parse_startup_memory(LOG) == StartupMemory(17.12, 3.06, 188397, 1.44)
+    assert parse_startup_memory(LOG) == StartupMemory(17.12, 3.06, 188397, 1.44, concurrency_tokens=131072)
     assert parse_startup_memory("nothing") == StartupMemory()
 
 

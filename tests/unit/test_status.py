@@ -1,8 +1,9 @@
 import subprocess
 
+from provision.cli.fleet import memory_lines
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.release import Layout
-from provision.vllm.status import drift, parse_metrics, parse_status, status_script
+from provision.vllm.status import drift, memory_found, parse_metrics, parse_status, status_script
 
 OUTPUT = """@@status unit
 ActiveState=active
@@ -61,3 +62,29 @@ def test_auto_in_the_inventory_matches_the_number_it_was_deployed_with():
     assert resolve_auto(["org/model", "--max-model-len", "auto", "--max-num-seqs", "4"], deployed) == deployed
     changed = resolve_auto(["org/model", "--max-model-len", "auto", "--max-num-seqs", "3"], deployed)
     assert changed != deployed and changed[2] == "228544"
+
+
+def test_planned_vs_found_memory_from_the_record_warns_when_vllm_found_much_less():
+    release = {"planned_memory": {"kv_available_gib": 3.06, "full_sequences": 1.44},
+               "startup_memory": {"kv_available_gib": 2.2, "max_concurrency": 1.03, "kv_cache_tokens": 135000}}
+    found = memory_found(release)
+    assert (found["kv_planned_gib"], found["kv_found_gib"]) == (3.06, 2.2)
+    assert (found["sequences_planned"], found["sequences_found"]) == (1.44, 1.03)
+    assert found["memory_warnings"] == [
+        "vLLM found 2.20 GiB of KV cache memory, 28% below the planned 3.06 GiB: the memory plan was off",
+        "vLLM found 1.03 of full-length sequences, 28% below the planned 1.44: the memory plan was off"]
+    close = memory_found({**release, "startup_memory": {"kv_available_gib": 2.9, "max_concurrency": 1.36}})
+    assert close["memory_warnings"] == []
+    assert memory_found(None) == {"kv_planned_gib": None, "kv_found_gib": None, "sequences_planned": None,
+                                  "sequences_found": None, "memory_warnings": []}
+
+
+def test_status_prints_planned_vs_found_per_host_and_the_warning():
+    rows = {"desk-1": {**memory_found({"planned_memory": {"kv_available_gib": 3.06, "full_sequences": 1.44},
+                                       "startup_memory": {"kv_available_gib": 2.2, "max_concurrency": 1.03}})},
+            "desk-2": memory_found(None)}
+    text = [line.plain for line in memory_lines(rows)]
+    assert text[0] == ("desk-1: KV cache planned 3.06 GiB, found 2.20 GiB; full-length sequences planned 1.44, "
+                       "found 1.03")
+    assert text[1].startswith("WARNING desk-1: vLLM found 2.20 GiB of KV cache memory, 28% below the planned 3.06")
+    assert len(text) == 3, "a host with no figures gets no line"

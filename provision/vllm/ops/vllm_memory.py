@@ -15,9 +15,10 @@ from provision.ops.base import Command, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
 from provision.vllm.release import Record
 from provision.vllm.shell import quote
-from provision.vllm.startup_log import parse_startup_memory, planned_vs_actual
+from provision.vllm.startup_log import JOURNAL_FILTER, parse_startup_memory, planned_vs_actual, shortfalls
 
-MEMORY_LINES = "Model loading took|Available KV cache memory|GPU KV cache size"
+# every memory line of one start (TP ranks repeat some; v0.21 prints concurrency on its own line)
+MEMORY_LINES_KEPT = 40
 
 
 class VllmMemoryArgs(OpArgs):
@@ -42,20 +43,23 @@ class VllmMemoryOperation(Operation):
         record = quote(f"{args.state_dir}/release.json")
         return (f"id=$(systemctl show -p InvocationID --value -- {unit} 2>/dev/null)\n"
                 f'[ -n "$id" ] && echo "log=$(journalctl _SYSTEMD_INVOCATION_ID="$id" -o cat --no-pager 2>/dev/null'
-                f" | grep -E {quote(MEMORY_LINES)} | tail -n 6 | base64 -w0)\"\n"
+                f" | grep -E {quote(JOURNAL_FILTER)} | tail -n {MEMORY_LINES_KEPT} | base64 -w0)\"\n"
                 f'[ -f {record} ] && echo "record=$(base64 -w0 < {record})"\n'
                 "true")
 
     def plan(self, args: VllmMemoryArgs, facts: Any, state: str) -> Plan:
         log = base64.b64decode(_field(state, "log") or b"").decode(errors="replace")
         actual = parse_startup_memory(log)
-        summary = planned_vs_actual(args.planned, actual)
+        warnings = shortfalls(args.planned, actual)
+        summary = "; ".join([planned_vs_actual(args.planned, actual), *(f"WARNING: {w}" for w in warnings)])
         record_text = base64.b64decode(_field(state, "record") or b"").decode(errors="replace")
         record = Record.parse(record_text)
         figures = actual.as_dict()
         planned = {key: args.planned.get(key) for key in ("kv_available_gib", "full_sequences")}
         result = {**{f"found_{key}": value for key, value in figures.items()},
                   **{f"planned_{key}": value for key, value in planned.items()}}
+        if warnings:
+            result["warnings"] = warnings
         if not figures or record.current is None or record.current.get("startup_memory") == figures:
             return Plan(changed=False, summary=summary, result=result)
         current = {**record.current, "startup_memory": figures, "planned_memory": planned}

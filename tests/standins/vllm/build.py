@@ -31,10 +31,9 @@ import docker
 import docker.errors
 
 from tests.lab import mirror
+from tests.standins.vllm.server import BEHAVIOURS
 
 HERE = Path(__file__).resolve().parent
-BEHAVIOURS = ("ok", "kv-cache-too-small", "cuda-oom", "no-kernel-image", "wrong-vision", "alternating",
-              "slow-start")
 BASE_REPO = "vllm-standin-base"
 COMMON_REPO = "vllm-standin-common"
 IMAGE_REPO = "vllm-openai"

@@ -2,8 +2,9 @@
 
 vllm/logger.py: `(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s
 [%(fileinfo)s:%(lineno)d] %(message)s` with date format `%m-%d %H:%M:%S`, written to stdout.
-The engine runs in its own process (EngineCore), the HTTP side in APIServer; uvicorn's own lines
-carry only the process prefix.
+The engine runs in its own process, the HTTP side in APIServer; tracebacks and uvicorn's own lines
+carry only the process prefix. The 2026 logs (v0.20 on, tests/unit/fixtures/vllm_logs/) name the
+engine process `EngineCore` (`(EngineCore pid=107)`), not the older `EngineCore_DP0`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import sys
 import time
 from typing import TextIO
+
+from .real_lines import LINES
 
 API_SERVER = "APIServer"
 ENGINE_CORE = "EngineCore"
@@ -46,3 +49,11 @@ class VllmLog:
         prefix = f"({process} pid={self.pids[process]}) "
         self.stream.write("".join(prefix + part + "\n" for part in text.split("\n")))
         self.stream.flush()
+
+    def real(self, process: str, key: str, **values: object) -> None:
+        """One of vLLM's real lines (real_lines.LINES), at its level and `file.py:LINE`, or raw."""
+        line = LINES[key]
+        if line.level is None:
+            self.raw(process, line.text(**values))
+        else:
+            self.line(process, line.level, line.where, line.text(**values))

@@ -7,12 +7,13 @@ It parses vLLM's real options (vllm_flags.txt), prints vLLM's start-up lines, bi
 but listens only when the engine is "ready" (connections are refused until then, as with vLLM,
 which binds early and lets uvicorn listen later), then serves the OpenAI-compatible API.
 
-Knobs (environment, baked into image variants): STANDIN_BEHAVIOUR (ok, kv-cache-too-small,
-cuda-oom, no-kernel-image, wrong-vision, alternating, slow-start), STANDIN_READY_DELAY (seconds,
+Knobs (environment, baked into image variants): STANDIN_BEHAVIOUR (ok, wrong-vision, alternating,
+slow-start, and the failed starts of FAILURES), STANDIN_READY_DELAY (seconds,
 default 2; 60 for slow-start), STANDIN_TOKENS_PER_S (140), STANDIN_GPU_MEMORY_GIB (24),
 STANDIN_GPU_USED_GIB (0, memory other processes hold), STANDIN_MODEL_WEIGHTS_GIB (17.12),
 STANDIN_REQUIRE_WEIGHTS (1: the model must be in the HF cache or a local folder, as without
-network), STANDIN_VLLM_VERSION (0.33.0). VLLM_API_KEY works as in vLLM.
+network), STANDIN_VLLM_VERSION (0.21.0, the pinned image's). VLLM_API_KEY works as in vLLM.
+What it prints is real vLLM's lines (real_lines.py, each citing the real log it is copied from).
 """
 
 from __future__ import annotations
@@ -48,8 +49,16 @@ from .model_files import ModelFilesError, locate_model
 from .openai_requests import ServingLimits
 from .startup import EngineSettings, EngineStartFailure, start_engine
 
-BEHAVIOURS = ("ok", "kv-cache-too-small", "cuda-oom", "no-kernel-image", "wrong-vision", "alternating",
-              "slow-start")
+# failed starts, each what real vLLM prints for one cause (fatal.py's classes; docker's own failures,
+# driver too old or no GPU runtime, happen before any vLLM runs and are not the image's to show)
+FAILURES = ("kv-cache-too-small", "cuda-oom", "no-kernel-image", "no-cache-blocks", "gpu-memory-taken", "no-gpu",
+            "weights-missing", "bad-config", "mmap-failed")
+BEHAVIOURS = ("ok", *FAILURES, "wrong-vision", "alternating", "slow-start")
+VERSION = "0.21.0"
+ROUTES = (("/openapi.json", "HEAD, GET"), ("/docs", "HEAD, GET"), ("/docs/oauth2-redirect", "HEAD, GET"),
+          ("/redoc", "HEAD, GET"), ("/tokenize", "POST"), ("/detokenize", "POST"), ("/load", "GET"),
+          ("/version", "GET"), ("/health", "GET"), ("/metrics", "GET"), ("/v1/models", "GET"),
+          ("/v1/chat/completions", "POST"), ("/v1/completions", "POST"))
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 DEFAULTS: dict[str, Any] = {"port": 8000, "gpu_memory_utilization": 0.92, "kv_cache_dtype": "auto",
                             "max_num_batched_tokens": 8192, "max_num_seqs": 256, "enable_prefix_caching": True}
@@ -78,7 +87,7 @@ def parse_command_line(argv: list[str], entry: str) -> argparse.Namespace:
         parser = build_vllm_cli_parser(table)
         args = parser.parse_args(preprocess_serve_args(argv))
         if args.version:
-            print(os.environ.get("STANDIN_VLLM_VERSION", "0.33.0"))
+            print(os.environ.get("STANDIN_VLLM_VERSION", VERSION))
             raise SystemExit(0)
         if args.subparser is None:
             parser.print_help()
@@ -158,7 +167,7 @@ def build_engine_settings(args: argparse.Namespace, log: VllmLog) -> EngineSetti
     limits = _mm_limits(args)
     memory = MemoryInputs(
         total_gib=env_float("STANDIN_GPU_MEMORY_GIB", 24),
-        used_by_others_gib=env_float("STANDIN_GPU_USED_GIB", 0),
+        used_by_others_gib=env_float("STANDIN_GPU_USED_GIB", 4.0 if behaviour == "gpu-memory-taken" else 0),
         weights_gib=env_float("STANDIN_MODEL_WEIGHTS_GIB", 17.12),
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_cache_dtype=args.kv_cache_dtype,
@@ -184,33 +193,62 @@ def build_engine_settings(args: argparse.Namespace, log: VllmLog) -> EngineSetti
         prefix_caching=bool(args.enable_prefix_caching),
         behaviour=behaviour,
         ready_delay=env_float("STANDIN_READY_DELAY", default_delay),
-        version=os.environ.get("STANDIN_VLLM_VERSION", "0.33.0"),
+        version=os.environ.get("STANDIN_VLLM_VERSION", VERSION),
     )
+
+
+def _api_server_traceback(log: VllmLog, keys: list[tuple[str, dict[str, object]]]) -> int:
+    """The API server dies before the engine starts: its traceback's last lines, exit 1."""
+    log.real(API_SERVER, "traceback")
+    log.real(API_SERVER, "frame", path="/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py",
+             number=1360, function="create_model_config")
+    for key, values in keys:
+        log.real(API_SERVER, key, **values)
+    return 1
+
+
+def _banner(log: VllmLog, args: argparse.Namespace, version: str) -> None:
+    for key in ("banner_edge", "banner_1", "banner_2", "banner_3", "banner_4", "banner_edge"):
+        log.real(API_SERVER, key, version=version, model=args.model)
+    log.real(API_SERVER, "non_default_args", args=_non_default_args(args))
 
 
 def serve(args: argparse.Namespace, log: VllmLog) -> int:
     """Start-up, then serve until SIGTERM/SIGINT. Returns the exit status."""
-    version = os.environ.get("STANDIN_VLLM_VERSION", "0.33.0")
-    log.info(API_SERVER, "startup.py:38", f"vLLM server version {version}, serving model {args.model}")
-    log.info(API_SERVER, "startup.py:96", f"non-default args: {_non_default_args(args)}")
+    version = os.environ.get("STANDIN_VLLM_VERSION", VERSION)
+    _banner(log, args, version)
+    behaviour = os.environ.get("STANDIN_BEHAVIOUR", "ok")
+    if behaviour == "no-gpu":
+        return _api_server_traceback(log, [("no_device", {}), ("no_device_2", {})])
+    if behaviour == "bad-config":
+        return _api_server_traceback(log, [("validation_header", {"config": "ModelConfig"}), (
+            "value_error", {"message": "Expecting value: line 1 column 1 (char 0)",
+                            "value": "ArgsKwargs((), {'model': ...rocessor_plugin': None})", "type": "ArgsKwargs"}),
+            ("pydantic_link", {})])
     try:
         sock = _bind(args.host, args.port)
     except OSError as error:
         log.raw(API_SERVER, f"OSError: [Errno {error.errno}] {error.strerror}")
         return 1
     try:
+        if behaviour == "weights-missing":
+            raise ModelFilesError(["the weights are not in the cache"])
         settings = build_engine_settings(args, log)
     except ModelFilesError as error:
+        if behaviour == "weights-missing" or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false"):
+            # current vLLM, offline, with a repo id it cannot find in the cache (REFERENCE.md §7)
+            return _api_server_traceback(log, [("validation_header", {"config": "ModelConfig"}),
+                                               ("bad_repo", {"model": args.model}), ("bad_repo_gguf", {}),
+                                               ("pydantic_link", {})])
         log.raw(API_SERVER, "Traceback (most recent call last):\n" + "\n".join(error.lines))
         return 1
     except ConfigError as error:
         log.raw(API_SERVER, str(error))
         return 1
-    log.info(API_SERVER, "model.py:744", f"Resolved architecture: {settings.architecture}")
+    log.real(API_SERVER, "architecture", architecture=settings.architecture)
     if settings.max_model_len != -1:
-        log.info(API_SERVER, "model.py:2170", f"Using max model len {settings.max_model_len}")
-    log.info(API_SERVER, "scheduler.py:311",
-             f"Chunked prefill is enabled with max_num_batched_tokens={args.max_num_batched_tokens}.")
+        log.real(API_SERVER, "max_model_len", max_model_len=settings.max_model_len)
+    log.real(API_SERVER, "chunked_prefill", tokens=args.max_num_batched_tokens)
     try:
         ready = start_engine(log, settings)
     except EngineStartFailure:
@@ -231,17 +269,15 @@ def serve(args: argparse.Namespace, log: VllmLog) -> int:
     server.socket.close()
     server.socket = sock
     server.server_address = sock.getsockname()[:2]
-    log.info(API_SERVER, "entry.py:135", "Supported tasks: ['generate']")
     host = args.host or "0.0.0.0"
-    log.info(API_SERVER, "entry.py:139", f"Starting vLLM server on http://{host}:{args.port}")
-    log.info(API_SERVER, "launcher.py:188", "Available routes are:")
-    for route, methods in (("/health", "GET"), ("/metrics", "GET"), ("/v1/models", "GET"),
-                           ("/version", "GET"), ("/v1/chat/completions", "POST"), ("/v1/completions", "POST")):
-        log.info(API_SERVER, "launcher.py:196", f"Route: {route}, Methods: {methods}")
+    log.real(API_SERVER, "serving", host=host, port=args.port)
+    log.real(API_SERVER, "routes")
+    for route, methods in ROUTES:
+        log.real(API_SERVER, "route", route=route, methods=methods)
     server.server_activate()
-    log.raw(API_SERVER, f"INFO:     Started server process [{os.getpid()}]")
-    log.raw(API_SERVER, "INFO:     Waiting for application startup.")
-    log.raw(API_SERVER, "INFO:     Application startup complete.")
+    log.real(API_SERVER, "uvicorn_started", pid=os.getpid())
+    log.real(API_SERVER, "uvicorn_waiting")
+    log.real(API_SERVER, "uvicorn_complete")
 
     def stop(_signum: int, _frame: Any) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -249,9 +285,9 @@ def serve(args: argparse.Namespace, log: VllmLog) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     server.serve_forever(poll_interval=0.2)
-    log.raw(API_SERVER, "INFO:     Shutting down")
-    log.raw(API_SERVER, "INFO:     Application shutdown complete.")
-    log.raw(API_SERVER, f"INFO:     Finished server process [{os.getpid()}]")
+    log.real(API_SERVER, "uvicorn_shutting_down")
+    log.real(API_SERVER, "uvicorn_shutdown")
+    log.real(API_SERVER, "uvicorn_finished", pid=os.getpid())
     server.server_close()
     return 0
 
@@ -261,10 +297,13 @@ def main(argv: list[str] | None = None, entry: str = "vllm") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parse_command_line(argv, entry)
-    except (ValueError, ConfigError) as error:
+    except ConfigError as error:
+        # the config is built in the API server process: its lines carry the process prefix (MiniCPM#51)
+        VllmLog().raw(API_SERVER, f"Traceback (most recent call last):\n{error}")
+        return 1
+    except ValueError as error:
         print("Traceback (most recent call last):", file=sys.stderr)
-        text = str(error)
-        print(text if isinstance(error, ConfigError) else f"ValueError: {text}", file=sys.stderr)
+        print(f"ValueError: {error}", file=sys.stderr)
         return 1
     if isinstance(args.limit_mm_per_prompt, str):
         args.limit_mm_per_prompt = json.loads(args.limit_mm_per_prompt)

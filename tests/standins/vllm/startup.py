@@ -1,12 +1,12 @@
 """The engine's start-up as vLLM logs it, and the failures a real GPU host produces.
 
-Messages and the `file.py:LINE` they are logged from are vLLM 0.33.0's (PyPI wheel):
-v1/engine/core.py:140 "Initializing a V1 LLM engine", v1/worker/gpu_model_runner.py:5089 "Model
-loading took %s GiB memory and %.6f seconds", v1/worker/gpu_worker.py:773 "Available KV cache
-memory: %s GiB", v1/core/kv_cache_utils.py:1148 "%s KV cache size: %s tokens, Maximum concurrency
-for %s tokens per request: %.2fx", v1/core/kv_cache_planning.py:74 (the KV-too-small ValueError),
-v1/worker/utils.py:766 (free memory below the requested share), v1/engine/utils.py:1474 and
-v1/engine/core.py:1584 (engine failed to start). The start-up time is spread over the stages.
+Every line comes from real_lines.LINES (real vLLM lines of the versions next to the pinned v0.21.0,
+each citing the corpus log it is copied from), in the order real logs print them: weights, compile,
+CUDA graph profiling (on by default since v0.21.0, so it comes before "Available KV cache memory"),
+the KV cache size and concurrency on separate lines, graph capture, "init engine ... took". A fault
+prints what vLLM prints for it: "EngineCore failed to start." and the traceback through the
+logger (ERROR [core.py:1136]), the multiprocessing copy of the traceback (raw), and the API
+server's RuntimeError. The start-up time is spread over the stages.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from .memory import (
     kv_bytes_for_one_request,
     plan_memory,
 )
+from .real_lines import LINES
 
-CONSERVING_MEMORY_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 WIDE_HEAD_BACKENDS = ("FLASH_ATTN", "FLASHINFER")
 
 
@@ -58,103 +58,107 @@ class EngineReady:
     kv_capacity_tokens: int
 
 
-def _fail(log: VllmLog, exception_lines: list[str]) -> EngineStartFailure:
-    """Print the EngineCore traceback tail and the API server's RuntimeError, as vLLM does."""
-    where = "core.py:1584"
-    log.error(ENGINE_CORE, where, "EngineCore failed to start.")
-    log.error(ENGINE_CORE, where, "Traceback (most recent call last):")
-    log.error(ENGINE_CORE, where, '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", '
-                                  "line 1547, in run_engine_core")
-    log.error(ENGINE_CORE, where, "    engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)")
-    for line in exception_lines:
-        log.error(ENGINE_CORE, where, line)
-    log.raw(ENGINE_CORE, "Process EngineCore:")
-    log.raw(ENGINE_CORE, "Traceback (most recent call last):")
-    for line in exception_lines:
-        log.raw(ENGINE_CORE, line)
-    log.raw(API_SERVER, "Traceback (most recent call last):")
-    log.raw(API_SERVER, '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/utils.py", '
-                        "line 1474, in wait_for_engine_startup")
-    log.raw(API_SERVER, "RuntimeError: Engine core initialization failed. See root cause above. "
-                        "Failed core proc(s): {'EngineCore': 1}")
-    return EngineStartFailure(exception_lines[-1])
+def _fail(log: VllmLog, exception: list[tuple[str, dict[str, object]]], raising: str = "") -> EngineStartFailure:
+    """vLLM's failed start: the logged traceback, the multiprocessing copy, the API server's error.
+
+    `exception`: (real line key, values) for the exception's lines; `raising`: the source line that
+    raised it (real_lines key), shown as the frame's code."""
+    texts = [LINES[key].text(**values) for key, values in exception]
+    traceback = [LINES["traceback"].text(), *FRAMES, *([LINES[raising].text()] if raising else []), *texts]
+    log.real(ENGINE_CORE, "engine_failed")
+    for text in traceback:
+        log.error(ENGINE_CORE, LINES["engine_failed"].where, text)
+    log.real(ENGINE_CORE, "process_engine_core")
+    for text in traceback:
+        log.raw(ENGINE_CORE, text)
+    log.real(API_SERVER, "traceback")
+    log.real(API_SERVER, "frame", path="/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/utils.py",
+             number=1474, function="wait_for_engine_startup")
+    log.real(API_SERVER, "engine_init_failed")
+    return EngineStartFailure(texts[0])
 
 
-def _engine_config_line(settings: EngineSettings) -> str:
+# the frames between vLLM's engine entry and the failing call (v0.21.0's, vllm#44494)
+FRAMES = (LINES["frame"].text(path="/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", number=1114,
+                              function="run_engine_core"),
+          LINES["frame_engine_core"].text())
+
+
+def _engine_config(log: VllmLog, settings: EngineSettings) -> None:
     memory = settings.memory
-    return (
-        f"Initializing a V1 LLM engine (v{settings.version}) with config: model='{settings.model}', "
-        f"speculative_config=None, tokenizer='{settings.model}', skip_tokenizer_init=False, "
-        f"tokenizer_mode=auto, revision=None, trust_remote_code=False, dtype=torch.bfloat16, "
-        f"max_seq_len={settings.max_model_len}, download_dir=None, load_format=auto, tensor_parallel_size=1, "
-        f"pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=False, "
-        f"quantization=compressed-tensors, enforce_eager={memory.enforce_eager}, "
-        f"kv_cache_dtype={memory.kv_cache_dtype}, device_config=cuda, "
-        f"served_model_name={','.join(settings.served_names)}, "
-        f"enable_prefix_caching={settings.prefix_caching}, enable_chunked_prefill=True"
-    )
+    log.real(ENGINE_CORE, "engine_config", version=settings.version, model=settings.model, speculative=None,
+             trust_remote_code=False, load_format="auto",
+             max_model_len=settings.max_model_len, enforce_eager=memory.enforce_eager,
+             kv_cache_dtype=memory.kv_cache_dtype, served=",".join(settings.served_names),
+             prefix_caching=settings.prefix_caching)
 
 
 def _select_attention(log: VllmLog, settings: EngineSettings) -> None:
+    """Gemma 4's 512-wide heads rule out FlashAttention/FlashInfer (REFERENCE.md §1)."""
     backend = settings.attention_backend
     if backend and backend in WIDE_HEAD_BACKENDS and settings.max_head_dim > 256:
-        raise _fail(log, ["ValueError: Selected backend AttentionBackendEnum."
-                          f"{backend} is not valid for this configuration. Reason: ['head_size not supported']"])
-    if backend:
-        log.info(ENGINE_CORE, "cuda.py:448", f"Using AttentionBackendEnum.{backend} backend.")
-    else:
-        log.info(ENGINE_CORE, "cuda.py:509", "Using TRITON_ATTN attention backend out of potential "
-                                             "backends: ['TRITON_ATTN', 'FLEX_ATTENTION'].")
+        raise _fail(log, [("backend_invalid", {"backend": backend})])
 
 
 def start_engine(log: VllmLog, settings: EngineSettings) -> EngineReady:
     """Log the engine's start-up stages over `ready_delay` seconds; raise EngineStartFailure on a fault."""
-    step = settings.ready_delay / (4 if settings.memory.enforce_eager else 5)
-    memory = settings.memory
+    memory, behaviour = settings.memory, settings.behaviour
+    eager = memory.enforce_eager
+    step = settings.ready_delay / (4 if eager else 5)
     plan = plan_memory(memory)
-    log.info(ENGINE_CORE, "core.py:140", _engine_config_line(settings))
+    _engine_config(log, settings)
     if plan.free_gib < plan.requested_gib:
-        raise _fail(log, [
-            f"ValueError: Free memory on device cuda:0 ({plan.free_gib:.2f}/{memory.total_gib:.2f} GiB) on "
-            f"startup is less than desired GPU memory utilization ({memory.gpu_memory_utilization}, "
-            f"{plan.requested_gib:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
-            "other processes."])
-    log.info(ENGINE_CORE, "gpu_model_runner.py:4979", f"Starting to load model {settings.model}...")
+        raise _fail(log, [("free_memory", {"free": plan.free_gib, "total": memory.total_gib,
+                                           "utilization": memory.gpu_memory_utilization,
+                                           "requested": plan.requested_gib})], raising="raise_value_error")
+    log.real(ENGINE_CORE, "start_loading", model=settings.model)
     _select_attention(log, settings)
+    if memory.kv_cache_dtype.startswith("fp8"):
+        log.real(ENGINE_CORE, "fp8_scale")
     time.sleep(step)
-    if settings.behaviour == "cuda-oom" or memory.weights_gib > plan.requested_gib:
-        oom = (f"CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "
-               f"{memory.total_gib:.2f} GiB of which 1.12 GiB is free. Including non-PyTorch memory, this "
-               f"process has {memory.total_gib - 1.12:.2f} GiB memory in use. Of the allocated memory "
-               f"{memory.total_gib - 1.6:.2f} GiB is allocated by PyTorch, and 0.13 GiB is reserved by "
-               "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
-               "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
-        log.error(ENGINE_CORE, "gpu_model_runner.py:5086",
-                  "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free "
-                  "memory for weights, increasing --tensor-parallel-size, or using --quantization. See "
-                  f"{CONSERVING_MEMORY_URL} for more tips. (original error: {oom})")
-        raise _fail(log, [f"torch.OutOfMemoryError: {oom}"])
-    log.info(ENGINE_CORE, "default_loader.py:507", f"Loading weights took {step * 0.8:.2f} seconds")
-    log.info(ENGINE_CORE, "gpu_model_runner.py:5089",
-             f"Model loading took {format_gib(memory.weights_gib * GIB)} GiB memory and {step:.6f} seconds")
+    if behaviour == "cuda-oom" or memory.weights_gib > plan.requested_gib:
+        raise _fail(log, [("cuda_oom", {"ask": 1.5, "total": memory.total_gib, "free": 953.94,
+                                        "used": memory.total_gib - 0.93, "torch": memory.total_gib - 3.3})])
+    if behaviour == "mmap-failed":
+        folder = "/root/.cache/huggingface/hub/models--" + settings.model.replace("/", "--")
+        raise _fail(log, [("mmap_failed", {"size": int(memory.weights_gib * GIB),
+                                           "path": f"{folder}/snapshots/{'0' * 40}/model.safetensors"})])
+    log.real(ENGINE_CORE, "weights_took", seconds=step * 0.8)
+    log.real(ENGINE_CORE, "model_loading", gib=format_gib(memory.weights_gib * GIB), seconds=step)
+    if memory.images_per_prompt:
+        log.real(ENGINE_CORE, "encoder_cache", tokens=memory.max_num_batched_tokens,
+                 items=memory.images_per_prompt, modality="image")
+    log.real(ENGINE_CORE, "rms_norm")
     time.sleep(step)
-    if settings.behaviour == "no-kernel-image":
-        raise _fail(log, [
-            "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",
-            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-            "below might be incorrect.",
-            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."])
-    if not memory.enforce_eager:
-        log.info(ENGINE_CORE, "monitor.py:34", "Starting torch.compile")
+    if behaviour == "no-kernel-image":
+        raise _fail(log, [("no_kernel_image", {}), ("cuda_async", {}), ("cuda_blocking", {}), ("cuda_dsa", {})])
+    if not eager:
+        log.real(ENGINE_CORE, "compile_cache", folder="/root/.cache/vllm/torch_compile_cache/6e1f2a9c3b/rank_0_0/"
+                                                      "backbone")
+        log.real(ENGINE_CORE, "dynamo", seconds=step * 0.3)
         time.sleep(step)
-        log.info(ENGINE_CORE, "monitor.py:45", f"torch.compile took {step:.2f} s in total")
+        log.real(ENGINE_CORE, "compile_range", tokens=memory.max_num_batched_tokens, seconds=step * 0.6)
+        log.real(ENGINE_CORE, "compile_total", seconds=step)
+    log.real(ENGINE_CORE, "warmup", seconds=step * 0.1)
+    if not eager:
+        log.real(ENGINE_CORE, "graph_profiling", sizes=CAPTURE_SIZES, largest=512)
+        log.real(ENGINE_CORE, "graph_estimate", gib=plan.cudagraph_gib)
     available = int(plan.available_kv_gib * GIB)
     needed = kv_bytes_for_one_request(memory, settings.max_model_len)
-    if settings.behaviour == "kv-cache-too-small":
+    if behaviour == "kv-cache-too-small":
         available = min(available, int(needed * 0.45))
-    log.info(ENGINE_CORE, "gpu_worker.py:773", f"Available KV cache memory: {format_gib(available)} GiB")
+    if behaviour == "no-cache-blocks":
+        available = 0
+    if memory.kv_cache_memory_bytes is not None:
+        # a fixed reservation: vLLM skips the profile and says so (intel-arc-pro-b70-inference-cookbook#4)
+        log.real(ENGINE_CORE, "kv_reserved", free=plan.free_gib, gib=available / GIB)
+    else:
+        log.real(ENGINE_CORE, "kv_available", gib=format_gib(max(available, 0)))
+    if not eager and memory.kv_cache_memory_bytes is None:
+        share = plan.cudagraph_gib / memory.total_gib
+        utilization = memory.gpu_memory_utilization
+        log.real(ENGINE_CORE, "graph_profiling_default", current=utilization, without=utilization - share,
+                 raise_to=utilization + share)
     max_model_len = settings.max_model_len
     if max_model_len == -1:
         max_model_len = estimate_max_model_len(memory, max(available, 0), settings.config_max_len)
@@ -162,33 +166,26 @@ def start_engine(log: VllmLog, settings: EngineSettings) -> EngineReady:
     _check_kv_fits(log, memory, available, needed, max_model_len)
     concurrency = available / needed
     tokens = int(concurrency * max_model_len)
-    log.info(ENGINE_CORE, "kv_cache_utils.py:1148", f"GPU KV cache size: {tokens:,} tokens, Maximum "
-                                                     f"concurrency for {max_model_len:,} tokens per request: "
-                                                     f"{concurrency:.2f}x")
+    log.real(ENGINE_CORE, "kv_tokens", tokens=tokens)
+    log.real(ENGINE_CORE, "concurrency", tokens=max_model_len, times=concurrency)
     time.sleep(step)
-    if not memory.enforce_eager:
-        log.info(ENGINE_CORE, "gpu_model_runner.py:6517",
-                 f"Graph capturing finished in {step:.0f} secs, took {plan.cudagraph_gib:.2f} GiB")
+    if not eager:
+        log.real(ENGINE_CORE, "capturing", sizes=CAPTURE_SIZES)
+        log.real(ENGINE_CORE, "graphs_done", seconds=max(1, round(step)), gib=plan.cudagraph_gib)
     time.sleep(step)
-    log.info(ENGINE_CORE, "core.py:413",
-             f"init engine (profile, create kv cache, warmup model) took {step * 5:.2f} s")
+    log.real(ENGINE_CORE, "init_engine", seconds=step * 5)
     return EngineReady(max_model_len=max_model_len, kv_capacity_tokens=tokens)
+
+
+CAPTURE_SIZES = 51
 
 
 def _check_kv_fits(log: VllmLog, memory: MemoryInputs, available: int, needed: int, max_model_len: int) -> None:
     if available <= 0:
-        raise _fail(log, [
-            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            "when initializing the engine (this flag also controls CPU memory reservation on the CPU backend, "
-            f"despite its name). See {CONSERVING_MEMORY_URL} for more details."])
+        raise _fail(log, [("no_cache_blocks", {})], raising="raise_value_error")
     if needed <= available:
         return
     estimate = estimate_max_model_len(memory, available, max_model_len)
-    estimated = (f"Based on the available memory, the estimated maximum model length is {estimate}. "
-                 if estimate > 0 else "")
-    raise _fail(log, [
-        f"ValueError: To serve at least one request with the model's max seq len ({max_model_len}), "
-        f"({format_gib(needed)} GiB KV cache is needed, which is larger than the available KV cache memory "
-        f"({format_gib(available)} GiB). {estimated}Try increasing `gpu_memory_utilization` (which also "
-        "controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing the engine. "
-        f"See {CONSERVING_MEMORY_URL} for more details."])
+    raise _fail(log, [("kv_too_small", {"max_model_len": max_model_len, "needed": format_gib(needed),
+                                        "available": format_gib(available), "estimate": estimate})],
+                raising="raise_value_error")
