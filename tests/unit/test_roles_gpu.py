@@ -122,11 +122,11 @@ def test_debian_gets_the_compute_only_open_driver_of_the_branch_pinned_and_held(
 
 
 def test_ubuntu_gets_the_headless_open_driver_or_canonicals_signed_modules() -> None:
-    rendered = render_tasks(facts(WORKING_UBUNTU))
+    rendered = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="nvidia")
     assert rendered["NVIDIA open driver installed and held"].args.name == [
         "nvidia-headless-580-open=580.*", "nvidia-utils-580=580.*"]
     assert rendered["Canonical's signed NVIDIA kernel modules"].skipped
-    signed = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_signed_modules=True,
+    signed = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True,
                           nvidia_driver_kernel_flavour="generic-hwe-24.04")
     assert signed["Canonical's signed NVIDIA kernel modules"].args.name == [
         "linux-modules-nvidia-580-open-generic-hwe-24.04"]
@@ -138,7 +138,7 @@ def test_ubuntu_gets_the_headless_open_driver_or_canonicals_signed_modules() -> 
 def test_headers_of_the_running_kernel_and_the_meta_package_or_none_when_overridden() -> None:
     debian = render_tasks(facts(FRESH_DEBIAN))["kernel headers and DKMS"].args.name
     assert debian == ["linux-headers-6.18.44-fc-v595", "linux-headers-amd64", "dkms", "build-essential"]
-    ubuntu = render_tasks(facts(WORKING_UBUNTU))["kernel headers and DKMS"].args.name
+    ubuntu = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="nvidia")["kernel headers and DKMS"].args.name
     assert ubuntu[:2] == ["linux-headers-6.14.0-33-generic", "linux-headers-generic"]
     lab = render_tasks(facts(FRESH_DEBIAN), nvidia_kernel_headers={"debian": []}, nvidia_dkms_packages=[])
     assert lab["kernel headers and DKMS"].skipped
