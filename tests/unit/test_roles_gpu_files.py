@@ -7,7 +7,7 @@ import json
 import subprocess
 
 from tests.unit.ops_support import plan, script_of
-from tests.unit.test_roles_gpu_support import facts, render_tasks
+from tests.unit.test_roles_gpu_support import facts, render_tasks, site_play
 
 FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"
 
@@ -112,7 +112,7 @@ def test_host_tuning_items_and_their_switches() -> None:
     assert rendered["lid switch ignored"].args.dest == "/etc/systemd/logind.conf.d/provision.conf"
     assert rendered["lid switch ignored"].args.content.splitlines()[1:] == [
         "[Login]", "HandleLidSwitch=ignore", "HandleLidSwitchExternalPower=ignore", "HandleLidSwitchDocked=ignore"]
-    assert rendered["lid switch ignored"].task.notify == ["restart systemd-logind"]
+    assert rendered["lid switch ignored"].task.notify == ["systemd-logind reloads its settings"]
     persistence = rendered["GPU persistence mode (nvidia-persistenced running)"].args
     assert (persistence.name, persistence.enabled, persistence.state) == ("nvidia-persistenced", True, "started")
     off = render_tasks(facts(FRESH_DEBIAN), host_tuning_mask_sleep=False, host_tuning_ignore_lid_switch=False,
@@ -129,3 +129,24 @@ def test_upgrading_held_driver_packages_holds_them_again() -> None:
     script = script_of(result)
     assert "--allow-change-held-packages" in script
     assert script.index("install") < script.index("apt-mark hold 'nvidia-driver-cuda' 'nvidia-kernel-open-dkms'")
+
+
+def test_systemd_logind_is_never_restarted_only_told_to_reload() -> None:
+    # issue 9: a restart ends the desktop session (systemd/systemd#17308, #39437); SIGHUP re-reads logind.conf
+    handler = render_tasks(facts(FRESH_DEBIAN), handlers=True)["systemd-logind reloads its settings"]
+    assert 'kill -HUP "$pid"' in handler.args.cmd
+    assert "restart" not in handler.args.cmd.replace("no restart", "")
+    assert not any("logind" in task.name and task.op == "systemd" for task in site_play().handlers)
+
+
+def test_persistence_mode_is_really_on_and_checked_with_nvidia_smi() -> None:
+    # NVIDIA's Ubuntu packaging runs `nvidia-persistenced --no-persistence-mode`: override it
+    rendered = render_tasks(facts(FRESH_DEBIAN))
+    override = rendered["nvidia-persistenced turns persistence mode on"].args
+    assert override.dest == "/etc/systemd/system/nvidia-persistenced.service.d/provision.conf"
+    assert "ExecStart=\nExecStart=/usr/bin/nvidia-persistenced --verbose\n" in override.content
+    changed = render_tasks(facts(FRESH_DEBIAN), registered={"host_tuning_persistenced_override": {"changed": True}})
+    restart = changed["GPU persistence mode (nvidia-persistenced running)"].args
+    assert (restart.state, restart.daemon_reload) == ("restarted", True)
+    check = rendered["persistence mode is on"].args.cmd
+    assert "--query-gpu=index,persistence_mode" in check and "Enabled$" in check
