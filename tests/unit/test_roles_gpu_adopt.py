@@ -7,8 +7,9 @@ modules or a too-old branch are replaced in one apt transaction; stray NVIDIA so
 from __future__ import annotations
 
 from provision.facts import HostFacts
-from provision.facts.model import AptSourceLine, InstalledPackage
-from tests.unit.test_roles_gpu_support import apt_specs, facts, render_tasks
+from provision.facts.model import AptSourceLine, InstalledPackage, KernelModules, OsInfo
+from provision.facts.parse import parse_nvidia_smi_pids
+from tests.unit.test_roles_gpu_support import apt_specs, facts, render_tasks, site_play
 
 H200 = "h200-driver580-nopackages.txt"  # recorded: driver 580.159.04 open, no package owns it
 WORKING_UBUNTU = "rtx5090-laptop-ubuntu2404.txt"
@@ -137,3 +138,93 @@ def test_stray_nvidia_sources_are_moved_aside_and_said() -> None:
 
 def test_no_stray_sources_no_task() -> None:
     assert render_tasks(facts(H200))[STRAY].skipped
+
+
+# Issue 9, item 9: preflight knows the real failures.
+BEFORE_REBOOT_UBUNTU = "rtx5090-installed-before-reboot.txt"
+REBOOT, NO_REBOOT = "reboot for the NVIDIA driver", "reboot required but not allowed"
+
+
+def test_an_encrypted_root_stops_before_the_reboot_unless_the_user_chose_auto() -> None:
+    encrypted = facts(BEFORE_REBOOT_UBUNTU, root_encrypted=True)
+    asked = render_tasks(encrypted)
+    assert asked[REBOOT].skipped and asked[NO_REBOOT].active
+    assert "wait at the disk passphrase prompt" in asked[NO_REBOOT].args.msg
+    assert "-e nvidia_reboot=auto" in asked[NO_REBOOT].args.msg
+    assert "LUKS" in asked["a reboot of this host waits at the disk passphrase"].args.msg
+    assert render_tasks(encrypted, nvidia_reboot="auto")[REBOOT].active
+    plain = render_tasks(facts(BEFORE_REBOOT_UBUNTU))
+    assert plain[REBOOT].active and plain["a reboot of this host waits at the disk passphrase"].skipped
+
+
+def test_no_devices_found_with_the_open_module_points_at_resizable_bar_and_the_kernel_log() -> None:
+    no_devices = facts(WORKING_UBUNTU, nvidia_smi_ok=False, gpus=(), nvidia_smi_rc=6,
+                       nvidia_smi_error="No devices were found")
+    refusal = render_tasks(no_devices)["the loaded NVIDIA driver finds the GPU"]
+    assert refusal.active
+    assert "Resizable BAR" in refusal.args.msg and "RmInitAdapter failed" in refusal.args.msg
+    # the proprietary module on Blackwell says the same words: that is replaced, not refused
+    proprietary = facts(WORKING_UBUNTU, nvidia_smi_ok=False, gpus=(), nvidia_smi_rc=6, open_kernel_module=False,
+                        nvidia_smi_error="No devices were found")
+    assert render_tasks(proprietary)["the loaded NVIDIA driver finds the GPU"].skipped
+
+
+def test_a_desktop_holding_gpu_memory_is_refused_with_its_processes_named() -> None:
+    # process lines as `nvidia-smi -q` prints them (NVIDIA/nvidia-docker#1264: Xorg and gnome-shell on the GPU)
+    used, processes = parse_nvidia_smi_pids(DESKTOP_PIDS)
+    assert used == (3210,) and [p.name for p in processes] == ["/usr/lib/xorg/Xorg", "/usr/bin/gnome-shell"]
+    desktop = facts(WORKING_UBUNTU, gpu_memory_used_mib=used, gpu_processes=processes)
+    refusal = render_tasks(desktop, gpu_memory_utilization=0.92)["GPU memory used by others leaves room for the model"]
+    assert refusal.active
+    assert "/usr/lib/xorg/Xorg (pid 1248, 2800 MiB)" in refusal.args.msg
+    assert "prime-select on-demand" in refusal.args.msg
+    assert render_tasks(desktop, gpu_memory_utilization=0.8)[
+        "GPU memory used by others leaves room for the model"].skipped
+    assert "3210 MiB in use" in render_tasks(desktop)["GPU memory in use"].args.msg
+
+
+def test_a_kernel_without_an_nvidia_module_is_reported_before_it_is_booted() -> None:
+    host = facts(WORKING_UBUNTU, kernel_modules=(KernelModules("6.14.0-33-generic", True),
+                                                 KernelModules("6.14.0-35-generic", False)))
+    warning = render_tasks(host)["every installed kernel has an NVIDIA module"]
+    assert warning.active and "6.14.0-35-generic" in warning.args.msg
+    assert render_tasks(facts(H200))["every installed kernel has an NVIDIA module"].skipped
+
+
+def test_debian_13_is_refused_before_apt_fails_on_nvidias_sha1_key() -> None:
+    trixie = facts("debian12-rtx5090-standin-fresh.txt",
+                   os=OsInfo(id="debian", version_id="13", codename="trixie", pretty="Debian GNU/Linux 13 (trixie)"))
+    refusal = render_tasks(trixie)["NVIDIA's repository key is accepted by this apt"]
+    assert refusal.active and "sqv rejects the SHA-1 binding" in refusal.args.msg
+    assert render_tasks(trixie, nvidia_debian13_sha1_ok=True)["NVIDIA's repository key is accepted by this apt"].skipped
+
+
+def test_the_rtx_5090_d_has_a_profile() -> None:
+    profiles = {pci: profile["name"] for profile in site_play().defaults["gpu_profiles"] for pci in profile["pci_ids"]}
+    assert profiles["2b87"] == "NVIDIA GeForce RTX 5090 D"
+
+
+DESKTOP_PIDS = """GPU 00000000:01:00.0
+    FB Memory Usage
+        Total                                          : 24463 MiB
+        Reserved                                       : 412 MiB
+        Used                                           : 3210 MiB
+        Free                                           : 20841 MiB
+    BAR1 Memory Usage
+        Total                                          : 32768 MiB
+        Used                                           : 5 MiB
+        Free                                           : 32763 MiB
+    Processes
+        GPU instance ID                                : N/A
+        Compute instance ID                            : N/A
+        Process ID                                     : 1248
+            Type                                       : G
+            Name                                       : /usr/lib/xorg/Xorg
+            Used GPU Memory                            : 2800 MiB
+        GPU instance ID                                : N/A
+        Compute instance ID                            : N/A
+        Process ID                                     : 1535
+            Type                                       : G
+            Name                                       : /usr/bin/gnome-shell
+            Used GPU Memory                            : 410 MiB
+"""
