@@ -6,6 +6,8 @@ modules or a too-old branch are replaced in one apt transaction; stray NVIDIA so
 
 from __future__ import annotations
 
+import re
+
 from provision.facts import HostFacts
 from provision.facts.model import AptSourceLine, InstalledPackage, KernelModules, OsInfo
 from provision.facts.parse import parse_nvidia_smi_pids
@@ -228,3 +230,16 @@ DESKTOP_PIDS = """GPU 00000000:01:00.0
             Name                                       : /usr/bin/gnome-shell
             Used GPU Memory                            : 410 MiB
 """
+
+
+def test_unattended_upgrades_keep_the_driver_still_but_deliver_the_container_toolkit() -> None:
+    # the blacklist entries are Python regular expressions matched from the start of the package name
+    # (stock 50unattended-upgrades: "linux-" matches all packages starting with linux-)
+    content = render_tasks(facts(H200))["NVIDIA driver kept out of unattended-upgrades"].args.content
+    patterns = re.findall(r'^    "([^"]+)";$', content.split("Origins-Pattern")[0], flags=re.MULTILINE)
+    blocked = [name for name in ("nvidia-driver-580-open", "libnvidia-compute-580", "nvidia-utils-580",
+                                 "nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                                 "libnvidia-container1", "libnvidia-container-tools")
+               if any(re.match(pattern, name) for pattern in patterns)]
+    assert blocked == ["nvidia-driver-580-open", "libnvidia-compute-580", "nvidia-utils-580"]
+    assert '"site=nvidia.github.io";' in content
