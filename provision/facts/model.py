@@ -83,7 +83,7 @@ class InstalledPackage:
 
 @dataclass(frozen=True)
 class AptSourceLine:
-    """A line of an apt sources file that names an NVIDIA repository or a Signed-By key."""
+    """A line of an apt sources file: a deb line, or a deb822 URIs or Signed-By line."""
 
     path: str
     line: str
@@ -140,6 +140,7 @@ class HostFacts:
     # kernel meta-packages (linux-image-generic-hwe-24.04, linux-oem-24.04, ...): the flavour that upgrades
     kernel_packages: tuple[InstalledPackage, ...] = ()
     nvidia_runfile: bool = False
+    # every apt source line (deb lines, deb822 URIs/Signed-By): stray NVIDIA entries are found in these
     nvidia_apt_sources: tuple[AptSourceLine, ...] = ()
     kernel_modules: tuple[KernelModules, ...] = ()
     # the running driver: nvidia-smi's, else the loaded module's, else /proc/driver/nvidia/version's

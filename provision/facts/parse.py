@@ -112,7 +112,7 @@ def parse_probe(output: str) -> HostFacts:
         nvidia_packages=tuple(p for p in packages if not p.name.startswith(KERNEL_META_PREFIXES)),
         kernel_packages=tuple(p for p in packages if p.name.startswith(KERNEL_META_PREFIXES)),
         nvidia_runfile="runfile-installer yes" in get("nvidia-packages"),
-        nvidia_apt_sources=parse_apt_source_lines(get("nvidia-apt-sources")),
+        nvidia_apt_sources=parse_apt_source_lines(get("apt-sources")),
         kernel_modules=parse_kernel_modules(get("kernel-modules")),
         driver_version=driver_version,
         loaded_module_version=module_version,
@@ -366,7 +366,7 @@ def parse_installed_packages(text: str) -> tuple[InstalledPackage, ...]:
 
 
 def parse_apt_source_lines(text: str) -> tuple[AptSourceLine, ...]:
-    """Lines "FILE<TAB>LINE" of apt sources that name NVIDIA's repositories or a Signed-By key."""
+    """Lines "FILE<TAB>LINE" of apt sources (deb lines, deb822 URIs and Signed-By)."""
     lines = []
     for line in text.splitlines():
         path, sep, content = line.partition("\t")

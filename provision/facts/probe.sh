@@ -93,12 +93,12 @@ have dpkg-query && emit dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Versi
   'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*'
 [ -x /usr/bin/nvidia-installer ] && echo "runfile-installer yes"
 
-# apt sources that name NVIDIA's repositories: "FILE<TAB>LINE" (stray entries of an earlier attempt)
-section nvidia-apt-sources
+# every apt source line (deb lines, deb822 URIs/Signed-By): "FILE<TAB>LINE", so that entries of an
+# earlier attempt at NVIDIA's repositories, with another Signed-By, are found
+section apt-sources
 for _file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
   [ -r "$_file" ] || continue
-  grep -iE 'developer\.download\.nvidia\.com|nvidia\.github\.io|signed-by' "$_file" 2>/dev/null \
-    | grep -v '^[[:space:]]*#' | sed "s|^|$_file\t|"
+  grep -iE '^[[:space:]]*(deb(-src)?[[:space:]]|URIs:|Signed-By:)' "$_file" 2>/dev/null | sed "s|^|$_file\t|"
 done
 
 # every installed kernel and whether it has an NVIDIA module (DKMS build or a signed package)

@@ -261,3 +261,20 @@ def test_signed_modules_match_the_flavour_the_host_really_boots() -> None:
         "linux-modules-nvidia-580-open-6.11.0-1016-oem", "linux-modules-nvidia-580-open-oem-24.04"]
     ga = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True)
     assert ga[SIGNED].args.name[-1] == "linux-modules-nvidia-580-open-generic"
+
+
+def test_the_container_toolkit_guides_list_file_and_a_mirrors_stray_entry_are_found_too() -> None:
+    # NVIDIA's install guide writes nvidia-container-toolkit.list; ours is a .sources file with
+    # another key path: "Conflicting values set for option Signed-By regarding source
+    # https://nvidia.github.io/libnvidia-container/stable/..." (NVIDIA/libnvidia-container#194)
+    toolkit = "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /"
+    host = with_sources(
+        ("/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+         f"deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {toolkit}"),
+        ("/etc/apt/sources.list.d/nvidia-container-toolkit-keyring.sources",
+         "URIs: https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"),
+        ("/etc/apt/sources.list.d/cuda-manual.list", "deb http://mirror.office:8080/cuda/repos/ubuntu2404/x86_64/ /"))
+    cmd = render_tasks(host, nvidia_cuda_repo_base="http://mirror.office:8080/cuda/repos")[STRAY].args.cmd
+    assert "moved aside /etc/apt/sources.list.d/nvidia-container-toolkit.list" in cmd
+    assert "moved aside /etc/apt/sources.list.d/cuda-manual.list" in cmd
+    assert "nvidia-container-toolkit-keyring.sources" not in cmd
