@@ -38,7 +38,8 @@ def test_every_notify_names_a_handler_of_the_play_and_docker_restarts_before_the
     assert handlers.index("restart docker") < handlers.index("a container sees the GPU after the restart")
 
 
-@pytest.mark.parametrize("fixture", [FRESH_DEBIAN, CONVERGED_DEBIAN, WORKING_UBUNTU, BEFORE_REBOOT_UBUNTU])
+@pytest.mark.parametrize("fixture", [FRESH_DEBIAN, CONVERGED_DEBIAN, WORKING_UBUNTU, BEFORE_REBOOT_UBUNTU,
+                                     "h200-driver580-nopackages.txt"])
 def test_every_task_and_handler_renders_to_valid_arguments(fixture: str) -> None:
     assert render_tasks(facts(fixture))
     assert render_tasks(facts(fixture), handlers=True)
