@@ -28,8 +28,10 @@ def adopted(gpu_host, gpu_inventory, nvidia_repo, tmp_path_factory):
     sh(host, BOOT_COUNTER)
     cuda = f"{nvidia_repo.cuda_repos_base}/debian12/x86_64"
     sh(host, f"curl -fsSLo /tmp/k.deb {cuda}/cuda-keyring_1.1-1_all.deb && dpkg -i /tmp/k.deb && {APT} update")
-    sh(host, f"{APT} install nvidia-driver-cuda={DRIVER}-1 nvidia-kernel-open-dkms={DRIVER}-1 && "
-             "modprobe nvidia && nvidia-smi -L")
+    # every package at the release, as a user following NVIDIA's guide with a version would (apt alone
+    # would take the newest of the exact-version dependencies and refuse)
+    sh(host, f"{APT} install nvidia-driver-cuda={DRIVER}-1 nvidia-kernel-open-dkms={DRIVER}-1 nvidia-smi={DRIVER}-1 "
+             f"libnvidia-ml1={DRIVER}-1 nvidia-persistenced={DRIVER}-1 && modprobe nvidia && nvidia-smi -L")
     # the earlier attempt: the same repository with another key file
     sh(host, f"echo 'deb [signed-by=/etc/apt/keyrings/cuda-old.gpg] {cuda}/ /' > {STRAY}")
     rc, refused = host.exec(f"{APT} update")
