@@ -132,12 +132,41 @@ def test_upgrading_held_driver_packages_holds_them_again() -> None:
     assert script.index("install") < script.index("apt-mark hold 'nvidia-driver-cuda' 'nvidia-kernel-open-dkms'")
 
 
-def test_systemd_logind_is_never_restarted_only_told_to_reload() -> None:
-    # issue 9: a restart ends the desktop session (systemd/systemd#17308, #39437); SIGHUP re-reads logind.conf
-    handler = render_tasks(facts(FRESH_DEBIAN), handlers=True)["systemd-logind reloads its settings"]
-    assert 'kill -HUP "$pid"' in handler.args.cmd
-    assert "restart" not in handler.args.cmd.replace("no restart", "")
+LOGIND = "systemd-logind reloads its settings"
+
+
+def logind_handler(tmp_path, can_reload: str, sessions: str) -> tuple[str, str]:
+    """Run the handler's script with systemctl and loginctl answering as recorded; (stdout, systemctl calls)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(
+        f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\n[ "$1" = show ] && echo {can_reload}\nexit 0\n')
+    (bin_dir / "loginctl").write_text(f"#!/bin/sh\nprintf '{sessions}'\n")
+    for tool in ("systemctl", "loginctl"):
+        (bin_dir / tool).chmod(0o755)
+    cmd = render_tasks(facts(FRESH_DEBIAN), handlers=True)[LOGIND].args.cmd
+    out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout
+    calls = (tmp_path / "calls").read_text()
+    return out, calls
+
+
+def test_systemd_logind_is_never_restarted_with_someone_logged_in(tmp_path) -> None:
+    # issue 9: a restart ends the desktop session (systemd/systemd#17308, #39437)
+    # one line per session in `loginctl list-sessions --no-legend` (the handler counts them)
+    out, calls = logind_handler(tmp_path, "no", "      2 1000 anna seat0 tty2 active no -\n")
+    assert "restart" not in calls and "apply at the next boot" in out and "1 session(s)" in out
     assert not any("logind" in task.name and task.op == "systemd" for task in site_play().handlers)
+
+
+def test_systemd_logind_reloads_where_it_can_and_restarts_only_with_nobody_there(tmp_path) -> None:
+    reload_dir, empty_dir = tmp_path / "reload", tmp_path / "empty"
+    reload_dir.mkdir()
+    empty_dir.mkdir()
+    out, calls = logind_handler(reload_dir, "yes", "      2 1000 anna seat0 tty2 active no -\n")
+    assert "reload systemd-logind.service" in calls and "restart" not in calls and "apply now" in out
+    out, calls = logind_handler(empty_dir, "no", "")
+    assert "restart systemd-logind.service" in calls and "nobody logged in" in out
 
 
 def test_persistence_mode_is_really_on_and_checked_with_nvidia_smi() -> None:
