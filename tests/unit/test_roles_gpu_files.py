@@ -145,7 +145,8 @@ def logind_handler(tmp_path, can_reload: str, sessions: str) -> tuple[str, str]:
     for tool in ("systemctl", "loginctl"):
         (bin_dir / tool).chmod(0o755)
     cmd = render_tasks(facts(FRESH_DEBIAN), handlers=True)[LOGIND].args.cmd
-    out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True,
+    # as the command op runs it: bash with errexit, nounset and pipefail
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], capture_output=True, text=True, check=True,
                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout
     calls = (tmp_path / "calls").read_text()
     return out, calls
