@@ -63,6 +63,52 @@ class DiskFree:
 
 
 @dataclass(frozen=True)
+class GpuProcess:
+    """A process holding GPU memory (`nvidia-smi -q -d PIDS`): type "G" graphics (a desktop), "C" compute."""
+
+    pid: int
+    type: str
+    name: str
+    used_mib: int
+
+
+@dataclass(frozen=True)
+class InstalledPackage:
+    """A package dpkg has installed: the driver's (`nvidia-*`, `libnvidia-*`, ...) or a kernel meta-package."""
+
+    name: str
+    version: str
+    held: bool = False
+
+
+@dataclass(frozen=True)
+class AptSourceLine:
+    """A line of an apt sources file: a deb line, or a deb822 URIs or Signed-By line."""
+
+    path: str
+    line: str
+
+
+@dataclass(frozen=True)
+class KernelModules:
+    """An installed kernel (/lib/modules/<kernel>) and whether an NVIDIA module is built for it."""
+
+    kernel: str
+    nvidia: bool
+
+
+@dataclass(frozen=True)
+class LoginSession:
+    """A logind session: `remote` False is someone at the machine (a desktop or a console login)."""
+
+    id: str
+    remote: bool
+    session_class: str = ""
+    type: str = ""
+    state: str = ""
+
+
+@dataclass(frozen=True)
 class HostFacts:
     """Everything the probe learns about a host; see provision/facts/probe.sh for the sources."""
 
@@ -86,6 +132,17 @@ class HostFacts:
     # its exit code; None when nvidia-smi is not installed (9: driver not loaded, 18: version mismatch)
     nvidia_smi_rc: int | None = None
     gpus: tuple[NvidiaSmiGpu, ...] = ()
+    # `nvidia-smi -q`: FB memory in use per GPU (MiB, in nvidia-smi's order) and the processes holding it
+    gpu_memory_used_mib: tuple[int, ...] = ()
+    gpu_processes: tuple[GpuProcess, ...] = ()
+    # the driver's installed packages (empty with a driver installed outside apt: .run file, vendor image)
+    nvidia_packages: tuple[InstalledPackage, ...] = ()
+    # kernel meta-packages (linux-image-generic-hwe-24.04, linux-oem-24.04, ...): the flavour that upgrades
+    kernel_packages: tuple[InstalledPackage, ...] = ()
+    nvidia_runfile: bool = False
+    # every apt source line (deb lines, deb822 URIs/Signed-By): stray NVIDIA entries are found in these
+    nvidia_apt_sources: tuple[AptSourceLine, ...] = ()
+    kernel_modules: tuple[KernelModules, ...] = ()
     # the running driver: nvidia-smi's, else the loaded module's, else /proc/driver/nvidia/version's
     driver_version: str | None = None
     # /sys/module/nvidia/version: the module in the kernel now (compare with the installed one)
@@ -93,12 +150,16 @@ class HostFacts:
     open_kernel_module: bool | None = None
     nouveau_loaded: bool = False
     secure_boot: SecureBootState = "unknown"
+    # the root filesystem sits on dm-crypt (LUKS): a reboot waits at the passphrase prompt
+    root_encrypted: bool = False
+    sessions: tuple[LoginSession, ...] = ()
     prime_profile: str | None = None
     cloud_init: bool = False
     dpkg_locked: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("disks", "pci_gpus", "gpus"):
+        for name in ("disks", "pci_gpus", "gpus", "gpu_memory_used_mib", "gpu_processes", "nvidia_packages",
+                     "kernel_packages", "nvidia_apt_sources", "kernel_modules", "sessions"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @classmethod

@@ -15,9 +15,14 @@ from functools import cache
 from importlib import resources
 
 from provision.facts.model import (
+    AptSourceLine,
     DiskFree,
     GpuDevice,
+    GpuProcess,
     HostFacts,
+    InstalledPackage,
+    KernelModules,
+    LoginSession,
     NvidiaSmiGpu,
     OsInfo,
     SecureBootState,
@@ -26,6 +31,7 @@ from provision.facts.model import (
 SECTION_HEADER = re.compile(r"^@@([A-Za-z0-9][A-Za-z0-9_-]*)[ \t]+(\S.*?)[ \t]*$")
 NVIDIA_VENDOR_ID = "10de"
 DISPLAY_CLASS_PREFIX = "03"  # PCI base class 0x03: VGA and 3D controllers
+KERNEL_META_PREFIXES = ("linux-image-", "linux-generic", "linux-oem")
 
 
 @cache
@@ -80,6 +86,8 @@ def parse_probe(output: str) -> HostFacts:
     proc_version = get("nvidia-proc-version")
     driver_version = (gpus[0].driver_version if gpus else None) or module_version or \
         parse_proc_driver_version(proc_version)
+    memory_used, processes = parse_nvidia_smi_pids(get("nvidia-smi-pids"))
+    packages = parse_installed_packages(get("nvidia-packages"))
     return HostFacts(
         os=parse_os_release(get("os-release")),
         kernel=kernel,
@@ -99,11 +107,20 @@ def parse_probe(output: str) -> HostFacts:
         nvidia_smi_error=smi_error,
         nvidia_smi_rc=smi_rc,
         gpus=gpus,
+        gpu_memory_used_mib=memory_used,
+        gpu_processes=processes,
+        nvidia_packages=tuple(p for p in packages if not p.name.startswith(KERNEL_META_PREFIXES)),
+        kernel_packages=tuple(p for p in packages if p.name.startswith(KERNEL_META_PREFIXES)),
+        nvidia_runfile="runfile-installer yes" in get("nvidia-packages"),
+        nvidia_apt_sources=parse_apt_source_lines(get("apt-sources")),
+        kernel_modules=parse_kernel_modules(get("kernel-modules")),
         driver_version=driver_version,
         loaded_module_version=module_version,
         open_kernel_module=parse_open_kernel_module(proc_version),
         nouveau_loaded=parse_key_values(get("nouveau")).get("loaded") == "yes",
         secure_boot=parse_secure_boot(get("secure-boot")),
+        root_encrypted=parse_root_encrypted(get("root-encryption")),
+        sessions=parse_sessions(get("sessions")),
         prime_profile=get("prime-select").strip() or None,
         cloud_init=parse_key_values(get("cloud-init")).get("present") == "yes",
         dpkg_locked=parse_dpkg_lock(get("dpkg-lock")),
@@ -274,7 +291,12 @@ def parse_open_kernel_module(text: str) -> bool | None:
 def parse_secure_boot(text: str) -> SecureBootState:
     """mokutil's answer when it gave one; else the EFI variable's last byte; no EFI means disabled."""
     values = parse_key_values(text)
-    mokutil_first = values.get("mokutil", "").strip().splitlines()[:1]
+    mokutil_lines = values.get("mokutil", "").strip().splitlines()
+    mokutil_first = mokutil_lines[:1]
+    # shim with validation turned off (`mokutil --disable-validation`) boots any kernel and loads any
+    # module: for the driver, that is Secure Boot off
+    if "SecureBoot validation is disabled in shim" in mokutil_lines:
+        return "disabled"
     if mokutil_first == ["SecureBoot enabled"]:
         return "enabled"
     if mokutil_first == ["SecureBoot disabled"]:
@@ -293,3 +315,87 @@ def parse_secure_boot(text: str) -> SecureBootState:
 def parse_dpkg_lock(text: str) -> bool:
     """True when any process holds a dpkg/apt lock file ("PATH held PID" lines)."""
     return any(len(parts) >= 2 and parts[1] == "held" for parts in map(str.split, text.splitlines()))
+
+
+def parse_nvidia_smi_pids(text: str) -> tuple[tuple[int, ...], tuple[GpuProcess, ...]]:
+    """(FB memory used per GPU in MiB, processes) from `nvidia-smi -q -d PIDS,MEMORY`."""
+    used: list[int] = []
+    processes: list[GpuProcess] = []
+    in_fb = False
+    process: dict[str, str] = {}
+
+    def flush() -> None:
+        if process.get("pid", "").isdigit():
+            memory = re.match(r"(\d+)", process.get("memory", ""))
+            processes.append(GpuProcess(pid=int(process["pid"]), type=process.get("type", ""),
+                                        name=process.get("name", ""), used_mib=int(memory.group(1)) if memory else 0))
+        process.clear()
+
+    for line in text.splitlines():
+        key, sep, value = (part.strip() for part in line.partition(":"))
+        if not sep:
+            in_fb = key == "FB Memory Usage" or (in_fb and key == "")
+            continue
+        if key in ("BAR1 Memory Usage", "Conf Compute Protected Memory Usage"):
+            in_fb = False
+        if in_fb and key == "Used":
+            number = re.match(r"(\d+)", value)
+            used.append(int(number.group(1)) if number else 0)
+            in_fb = False
+        elif key == "Process ID":
+            flush()
+            process["pid"] = value
+        elif key == "Type" and process:
+            process["type"] = value
+        elif key == "Name" and process:
+            process["name"] = value
+        elif key == "Used GPU Memory" and process:
+            process["memory"] = value
+    flush()
+    return tuple(used), tuple(processes)
+
+
+def parse_installed_packages(text: str) -> tuple[InstalledPackage, ...]:
+    """Lines "STATUS PACKAGE VERSION" (dpkg's db:Status-Abbrev, e.g. "ii " or "hi "): installed ones only."""
+    packages = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and len(parts[0]) >= 2 and parts[0][1] == "i":
+            packages.append(InstalledPackage(name=parts[1], version=parts[2], held=parts[0][0] == "h"))
+    return tuple(packages)
+
+
+def parse_apt_source_lines(text: str) -> tuple[AptSourceLine, ...]:
+    """Lines "FILE<TAB>LINE" of apt sources (deb lines, deb822 URIs and Signed-By)."""
+    lines = []
+    for line in text.splitlines():
+        path, sep, content = line.partition("\t")
+        if sep and path.startswith("/") and content.strip():
+            lines.append(AptSourceLine(path=path, line=content.strip()))
+    return tuple(lines)
+
+
+def parse_kernel_modules(text: str) -> tuple[KernelModules, ...]:
+    """Lines "KERNEL yes|no": each installed kernel and whether it has an NVIDIA module."""
+    return tuple(KernelModules(kernel=parts[0], nvidia=parts[1] == "yes")
+                 for parts in map(str.split, text.splitlines()) if len(parts) == 2)
+
+
+def parse_root_encrypted(text: str) -> bool:
+    """`lsblk -s -r -o TYPE,FSTYPE <root>` lists the root and what it sits on: a "crypt" layer is LUKS."""
+    return any(parts[0] == "crypt" or "crypto_LUKS" in parts
+               for parts in map(str.split, text.splitlines()) if parts)
+
+
+def parse_sessions(text: str) -> tuple[LoginSession, ...]:
+    """Lines "ID Key=value ..." (loginctl show-session -p Remote -p Class -p Type -p State)."""
+    sessions = []
+    for line in text.splitlines():
+        session_id, _, rest = line.strip().partition(" ")
+        if not session_id:
+            continue
+        values = dict(item.partition("=")[::2] for item in rest.split() if "=" in item)
+        sessions.append(LoginSession(id=session_id, remote=values.get("Remote", "no") == "yes",
+                                     session_class=values.get("Class", ""), type=values.get("Type", ""),
+                                     state=values.get("State", "")))
+    return tuple(sessions)

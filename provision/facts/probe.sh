@@ -81,6 +81,34 @@ fi
 section nvidia-smi-rc
 echo "$_smi_rc"
 
+# memory in use and by whom (a desktop session on the dGPU, another process): "PID, NAME, MIB" lines
+# (nvidia-smi -q -d PIDS lists graphics processes too, which --query-compute-apps leaves out)
+section nvidia-smi-pids
+[ "$_smi_rc" = 0 ] && emit bounded 30 nvidia-smi -q -d PIDS,MEMORY
+
+# the driver's packages as dpkg knows them: "STATUS PACKAGE VERSION" (none: installed outside apt)
+section nvidia-packages
+have dpkg-query && emit dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' -- \
+  'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 'linux-objects-nvidia-*' 'linux-signatures-nvidia-*' \
+  'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*'
+[ -x /usr/bin/nvidia-installer ] && echo "runfile-installer yes"
+
+# every apt source line (deb lines, deb822 URIs/Signed-By): "FILE<TAB>LINE", so that entries of an
+# earlier attempt at NVIDIA's repositories, with another Signed-By, are found
+section apt-sources
+for _file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+  [ -r "$_file" ] || continue
+  grep -iE '^[[:space:]]*(deb(-src)?[[:space:]]|URIs:|Signed-By:)' "$_file" 2>/dev/null | sed "s|^|$_file\t|"
+done
+
+# every installed kernel and whether it has an NVIDIA module (DKMS build or a signed package)
+section kernel-modules
+for _dir in /lib/modules/*/; do
+  [ -d "$_dir" ] || continue
+  _k=${_dir%/}; _k=${_k##*/}
+  if [ -n "$(find "$_dir" -name 'nvidia.ko*' -print -quit 2>/dev/null)" ]; then echo "$_k yes"; else echo "$_k no"; fi
+done
+
 section nvidia-proc-version
 emit cat /proc/driver/nvidia/version
 
@@ -106,6 +134,19 @@ if [ -d /sys/firmware/efi ]; then
   [ -r "$_var" ] && echo "efivar=$(od -An -tu1 "$_var" 2>/dev/null | tr -s ' \n' '  ')"
 else
   echo "efi=no"
+fi
+
+# an encrypted root waits at a passphrase prompt after a reboot: the block devices under /
+section root-encryption
+_root=$(findmnt -n -o SOURCE / 2>/dev/null)
+[ -n "$_root" ] && have lsblk && emit lsblk -n -s -r -o TYPE,FSTYPE "$_root"
+
+# logind sessions: restarting systemd-logind would end the local ones. "ID Remote=no Class=user ..."
+section sessions
+if have loginctl; then
+  for _s in $(bounded 5 loginctl list-sessions --no-legend 2>/dev/null | awk '{ print $1 }'); do
+    echo "$_s $(bounded 5 loginctl show-session "$_s" -p Remote -p Class -p Type -p State 2>/dev/null | tr '\n' ' ')"
+  done
 fi
 
 section prime-select

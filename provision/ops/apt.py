@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -55,8 +56,11 @@ class AptArgs(OpArgs):
     install_recommends: bool = True
     start_services: bool = True
     purge: bool = False
+    # packages of another origin or flavour that `name` replaces: removed (purged with purge: true)
+    # in the same apt-get transaction that installs `name`, so no mixture of the two is ever left
+    replaces: list[str] = []
 
-    @field_validator("name")
+    @field_validator("name", "replaces")
     @classmethod
     def _valid_specs(cls, value: list[str]) -> list[str]:
         for spec in value:
@@ -74,6 +78,10 @@ class AptArgs(OpArgs):
             raise ValueError(f"pinned versions ({', '.join(pinned)}) only make sense with state: present")
         if self.hold and self.state == "absent":
             raise ValueError("hold: true contradicts state: absent")
+        if self.replaces and self.state == "absent":
+            raise ValueError("replaces only makes sense with packages to install (state: present or latest)")
+        if any("=" in spec for spec in self.replaces):
+            raise ValueError("replaces names packages, without versions")
         return self
 
     @property
@@ -211,7 +219,7 @@ class AptOperation(Operation):
     refreshes_facts = True  # drivers, docker and the like are facts
 
     def probe(self, args: AptArgs) -> str:
-        names = " ".join(shell_quote(package) for package, _ in args.specs)
+        names = " ".join(shell_quote(package) for package in [*(p for p, _ in args.specs), *args.replaces])
         parts = []
         if names:
             parts.append(PROBE_PACKAGES.replace("NAMES", names))
@@ -229,6 +237,8 @@ class AptOperation(Operation):
         packages = {name: current.packages.get(_bare(name)) for name, _ in args.specs}
         repair = current.dpkg_interrupted or any(pkg and pkg.half for pkg in packages.values())
         install, remove, upgrade_unknown = self._package_changes(args, current, packages)
+        replaced = [name for name in args.replaces
+                    if (pkg := current.packages.get(_bare(name))) and (pkg.installed or pkg.half)]
         names = [name for name, _ in args.specs]
         held = [name for name in names if _bare(name) in current.held]
         hold = [name for name in names if name not in held] if args.hold else []
@@ -256,9 +266,13 @@ class AptOperation(Operation):
         if upgrade_unknown:
             steps.append(f"before=$({self._versions_query(upgrade_unknown)})")
         targets = install + [name for name in upgrade_unknown if name not in install]
-        if targets:
-            steps.append(install_script(self._install_flags(args, targets, held), args.start_services))
+        if targets or replaced:
+            if not targets:
+                targets = [name for name, _ in args.specs]  # installed already: the transaction only removes
+            steps.append(install_script(self._install_flags(args, targets, held, replaced), args.start_services))
             summary.append(("install " if install else "upgrade if newer ") + " ".join(targets))
+            if replaced:
+                summary.append(("purge " if args.purge else "remove ") + " ".join(replaced) + " (replaced)")
         if remove:
             verb = "purge" if args.purge else "remove"
             allow = " --allow-change-held-packages" if any(name in held for name in remove) else ""
@@ -276,7 +290,7 @@ class AptOperation(Operation):
 
         if not steps:
             return Plan.ok(self._converged_summary(args))
-        changed = bool(repair or current.policy_rc == "leftover" or unhold or install or remove or hold)
+        changed = bool(repair or current.policy_rc == "leftover" or unhold or install or remove or hold or replaced)
         command = Command(script="\n".join(steps), description="apt: " + "; ".join(summary))
         return AptPlan(changed=changed, needs_apply=not changed, commands=[command], summary="; ".join(summary),
                        detect_upgrade=bool(upgrade_unknown) and not changed)
@@ -305,15 +319,16 @@ class AptOperation(Operation):
         return install, remove, upgrade_unknown
 
     @staticmethod
-    def _install_flags(args: AptArgs, targets: list[str], held: list[str]) -> str:
-        flags = []
+    def _install_flags(args: AptArgs, targets: list[str], held: list[str], replaced: Sequence[str] = ()) -> str:
+        """apt-get install's arguments; `replaced` packages get apt's trailing "-" (remove in this transaction)."""
+        flags = ["--purge"] if replaced and args.purge else []
         if not args.install_recommends:
             flags.append("--no-install-recommends")
         if any("=" in spec for spec in targets):
             flags.append("--allow-downgrades")
-        if any(spec.partition("=")[0] in held for spec in targets):
-            flags.append("--allow-change-held-packages")
-        return " ".join([*flags, *map(shell_quote, targets)])
+        if any(spec.partition("=")[0] in held for spec in targets) or replaced:
+            flags.append("--allow-change-held-packages")  # a replaced driver was usually held
+        return " ".join([*flags, *map(shell_quote, targets), *(shell_quote(name + "-") for name in replaced)])
 
     @staticmethod
     def _versions_query(names: list[str]) -> str:

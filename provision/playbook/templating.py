@@ -60,7 +60,23 @@ def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environm
     )
     env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine)
     env.globals.update(FUNCTIONS)
+    env.tests.update(match=_regex_match, search=_regex_search, contains=_contains)
     return env
+
+
+def _regex_match(value: Any, pattern: str) -> bool:
+    """Ansible's `match` test: the regular expression matches at the start of the string."""
+    return re.match(pattern, str(value)) is not None
+
+
+def _contains(value: Any, item: Any) -> bool:
+    """Ansible's `contains` test: `item` is in the string or list `value`."""
+    return item in value
+
+
+def _regex_search(value: Any, pattern: str) -> bool:
+    """Ansible's `search` test: the regular expression matches anywhere in the string."""
+    return re.search(pattern, str(value)) is not None
 
 
 def _combine(*mappings: dict[str, Any]) -> dict[str, Any]:

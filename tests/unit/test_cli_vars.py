@@ -33,7 +33,9 @@ def test_every_layer_names_its_origin(capsys, tmp_path):
     assert rows["max_num_seqs"] == {"value": 3, "from": f"{inventory}:3", "layer": "inventory"}
     assert rows["max_model_len"]["from"] == f"{inventory}:7"
     assert rows["gpu_memory_utilization"] == {"value": 0.9, "from": "-e", "layer": "-e"}
-    assert rows["kv_overhead_gib"]["from"].endswith("roles/plan/defaults.yaml:24")
+    defaults = Path(__file__).parents[2] / "roles/plan/defaults.yaml"
+    line = next(n for n, text in enumerate(defaults.read_text().splitlines(), 1) if text.startswith("kv_overhead_gib:"))
+    assert rows["kv_overhead_gib"]["from"].endswith(f"roles/plan/defaults.yaml:{line}")
     assert rows["kv_overhead_gib"]["layer"] == "role default (plan)"
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from provision.facts import parse_probe, split_sections
 from provision.facts.parse import (
     parse_df,
     parse_docker,
+    parse_installed_packages,
+    parse_kernel_modules,
     parse_meminfo,
     parse_nvidia_smi,
     parse_nvidia_smi_rc,
@@ -15,7 +19,9 @@ from provision.facts.parse import (
     parse_os_release,
     parse_pci_gpus,
     parse_proc_driver_version,
+    parse_root_encrypted,
     parse_secure_boot,
+    parse_sessions,
 )
 
 
@@ -125,7 +131,9 @@ def test_driver_version_falls_back_to_the_loaded_module() -> None:
 
 @pytest.mark.parametrize(("section", "state"), [
     ("mokutil=SecureBoot enabled\nefi=yes\nefivars=yes\nefivar=6 0 0 0 1", "enabled"),
-    ("mokutil=SecureBoot enabled\nmokutil=SecureBoot validation is disabled in shim\nefi=yes", "enabled"),
+    # shim told not to validate (`mokutil --disable-validation`): mokutil still says "enabled" first,
+    # but unsigned kernels and modules load (lcp/mokutil#9; askubuntu.com/questions/831574)
+    ("mokutil=SecureBoot enabled\nmokutil=SecureBoot validation is disabled in shim\nefi=yes", "disabled"),
     ("mokutil=SecureBoot disabled\nefi=yes\nefivars=yes\nefivar=6 0 0 0 0", "disabled"),
     ("mokutil=EFI variables are not supported on this system\nefi=no", "disabled"),
     ("efi=yes\nefivars=yes\nefivar=6 0 0 0 1", "enabled"),
@@ -137,3 +145,28 @@ def test_driver_version_falls_back_to_the_loaded_module() -> None:
 ])
 def test_secure_boot_states(section: str, state: str) -> None:
     assert parse_secure_boot(section) == state
+
+
+def test_issue_9_sections_of_the_recorded_h200() -> None:
+    """The H200's driver is not from apt (no package), its GPU idle, its root not encrypted."""
+    text = (Path(__file__).parent / "fixtures" / "facts" / "h200-driver580-nopackages.txt").read_text()
+    facts = parse_probe(text)
+    assert facts.nvidia_packages == () and facts.kernel_packages == () and not facts.nvidia_runfile
+    assert facts.gpu_memory_used_mib == (0,) and facts.gpu_processes == ()
+    assert facts.nvidia_apt_sources[0].line == "URIs: http://archive.ubuntu.com/ubuntu/"
+    assert facts.root_encrypted is False and facts.sessions == () and facts.kernel_modules == ()
+
+
+def test_issue_9_sections_parse_what_the_commands_print() -> None:
+    packages = parse_installed_packages("hi  nvidia-driver-580-open 580.95.05-0ubuntu0.24.04.2\n"
+                                        "ii  libnvidia-compute-580 580.95.05-0ubuntu0.24.04.2\n"
+                                        "un  nvidia-libopencl1-dev \n"  # as the H200's dpkg-query printed it
+                                        "rc  nvidia-dkms-570 570.195.03-0ubuntu0.24.04.1\n")
+    assert [(p.name, p.held) for p in packages] == [("nvidia-driver-580-open", True), ("libnvidia-compute-580", False)]
+    assert parse_root_encrypted("crypt \npart crypto_LUKS\ndisk \n") is True
+    assert parse_root_encrypted("part ext4\ndisk \n") is False
+    sessions = parse_sessions("2 Type=wayland Remote=no State=active Class=user \n"
+                              "c1 Type=tty Remote=yes State=active Class=user \n")
+    assert [(s.id, s.remote, s.type) for s in sessions] == [("2", False, "wayland"), ("c1", True, "tty")]
+    assert [(k.kernel, k.nvidia) for k in parse_kernel_modules("6.8.0-45-generic yes\n6.8.0-47-generic no\n")] == [
+        ("6.8.0-45-generic", True), ("6.8.0-47-generic", False)]

@@ -168,3 +168,34 @@ def test_probe_reads_the_real_package_database() -> None:
 def test_a_probe_that_printed_nothing_is_refused() -> None:
     with pytest.raises(TaskFailed, match="printed nothing usable"):
         plan("apt", "", name=["curl"])
+
+
+# Issue 9: a proprietary 570 driver (Ubuntu's archive naming, as in NVIDIA/gpu-driver-container#186's
+# `dpkg -l`) replaced by the open 580 one in ONE transaction: apt's trailing "-" purges them as it
+# installs, so a killed run never leaves half of each driver.
+PROPRIETARY_570 = ("pkg=nvidia-driver-570\t570.195.03-0ubuntu0.24.04.1\thi \n"
+                   "pkg=nvidia-dkms-570\t570.195.03-0ubuntu0.24.04.1\tii \n")
+
+
+def test_replaced_packages_are_purged_in_the_same_transaction_as_the_install() -> None:
+    result = plan("apt", PROPRIETARY_570 + FRESH, name=["nvidia-headless-580-open"], purge=True,
+                  replaces=["nvidia-driver-570", "nvidia-dkms-570", "libnvidia-gl-570"])
+    script = script_of(result)
+    assert result.changed
+    assert script.count(f"{APT_GET} install") == 1 and f"{APT_GET} purge" not in script
+    assert "--purge --allow-change-held-packages 'nvidia-headless-580-open' 'nvidia-driver-570-' 'nvidia-dkms-570-'" \
+        in script
+    assert "libnvidia-gl-570" not in script  # not installed: nothing to replace
+    assert result.summary == "install nvidia-headless-580-open; purge nvidia-driver-570 nvidia-dkms-570 (replaced)"
+    assert_commands_parse(result)
+
+
+def test_nothing_to_replace_is_converged() -> None:
+    result = plan("apt", "pkg=nvidia-headless-580-open\t580.95.05-1\tii \n" + FRESH,
+                  name=["nvidia-headless-580-open"], replaces=["nvidia-driver-570"])
+    assert not result.changed and result.commands == []
+
+
+def test_replaces_takes_names_only() -> None:
+    with pytest.raises(ValueError, match="without versions"):
+        make_args("apt", name=["a"], replaces=["b=1"])

@@ -38,7 +38,8 @@ def test_every_notify_names_a_handler_of_the_play_and_docker_restarts_before_the
     assert handlers.index("restart docker") < handlers.index("a container sees the GPU after the restart")
 
 
-@pytest.mark.parametrize("fixture", [FRESH_DEBIAN, CONVERGED_DEBIAN, WORKING_UBUNTU, BEFORE_REBOOT_UBUNTU])
+@pytest.mark.parametrize("fixture", [FRESH_DEBIAN, CONVERGED_DEBIAN, WORKING_UBUNTU, BEFORE_REBOOT_UBUNTU,
+                                     "h200-driver580-nopackages.txt"])
 def test_every_task_and_handler_renders_to_valid_arguments(fixture: str) -> None:
     assert render_tasks(facts(fixture))
     assert render_tasks(facts(fixture), handlers=True)
@@ -122,14 +123,14 @@ def test_debian_gets_the_compute_only_open_driver_of_the_branch_pinned_and_held(
 
 
 def test_ubuntu_gets_the_headless_open_driver_or_canonicals_signed_modules() -> None:
-    rendered = render_tasks(facts(WORKING_UBUNTU))
+    rendered = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="nvidia")
     assert rendered["NVIDIA open driver installed and held"].args.name == [
         "nvidia-headless-580-open=580.*", "nvidia-utils-580=580.*"]
     assert rendered["Canonical's signed NVIDIA kernel modules"].skipped
-    signed = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_signed_modules=True,
+    signed = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True,
                           nvidia_driver_kernel_flavour="generic-hwe-24.04")
     assert signed["Canonical's signed NVIDIA kernel modules"].args.name == [
-        "linux-modules-nvidia-580-open-generic-hwe-24.04"]
+        "linux-modules-nvidia-580-open-6.14.0-33-generic", "linux-modules-nvidia-580-open-generic-hwe-24.04"]
     assert signed["NVIDIA open driver installed and held"].args.name == [
         "nvidia-headless-no-dkms-580-open=580.*", "nvidia-utils-580=580.*"]
     assert signed["kernel headers and DKMS"].skipped
@@ -138,7 +139,7 @@ def test_ubuntu_gets_the_headless_open_driver_or_canonicals_signed_modules() -> 
 def test_headers_of_the_running_kernel_and_the_meta_package_or_none_when_overridden() -> None:
     debian = render_tasks(facts(FRESH_DEBIAN))["kernel headers and DKMS"].args.name
     assert debian == ["linux-headers-6.18.44-fc-v595", "linux-headers-amd64", "dkms", "build-essential"]
-    ubuntu = render_tasks(facts(WORKING_UBUNTU))["kernel headers and DKMS"].args.name
+    ubuntu = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="nvidia")["kernel headers and DKMS"].args.name
     assert ubuntu[:2] == ["linux-headers-6.14.0-33-generic", "linux-headers-generic"]
     lab = render_tasks(facts(FRESH_DEBIAN), nvidia_kernel_headers={"debian": []}, nvidia_dkms_packages=[])
     assert lab["kernel headers and DKMS"].skipped

@@ -7,7 +7,7 @@ import json
 import subprocess
 
 from tests.unit.ops_support import plan, script_of
-from tests.unit.test_roles_gpu_support import facts, render_tasks
+from tests.unit.test_roles_gpu_support import facts, render_tasks, site_play
 
 FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"
 
@@ -19,8 +19,9 @@ def content(task: str, **host_vars: object) -> str:
 def test_driver_files_pin_hold_out_unattended_upgrades_blacklist_nouveau_and_load_at_boot() -> None:
     assert "Pin: version 580.*\nPin-Priority: 1000\n" in content("NVIDIA driver pinned to its release")
     unattended = content("NVIDIA driver kept out of unattended-upgrades")
-    assert 'Unattended-Upgrade::Package-Blacklist {\n    "nvidia-";\n    "libnvidia-";' in unattended
-    assert unattended.endswith('    "cuda-";\n};\n')
+    assert 'Unattended-Upgrade::Package-Blacklist {\n    "nvidia-(?!container-)";\n    "libnvidia-(?!container)";' \
+        in unattended
+    assert '    "cuda-";\n};\n' in unattended
     assert content("nouveau blacklisted").splitlines()[1:] == ["blacklist nouveau", "options nouveau modeset=0"]
     assert content("NVIDIA modules loaded at boot").splitlines()[1:] == ["nvidia", "nvidia_uvm"]
 
@@ -112,7 +113,7 @@ def test_host_tuning_items_and_their_switches() -> None:
     assert rendered["lid switch ignored"].args.dest == "/etc/systemd/logind.conf.d/provision.conf"
     assert rendered["lid switch ignored"].args.content.splitlines()[1:] == [
         "[Login]", "HandleLidSwitch=ignore", "HandleLidSwitchExternalPower=ignore", "HandleLidSwitchDocked=ignore"]
-    assert rendered["lid switch ignored"].task.notify == ["restart systemd-logind"]
+    assert rendered["lid switch ignored"].task.notify == ["systemd-logind reloads its settings"]
     persistence = rendered["GPU persistence mode (nvidia-persistenced running)"].args
     assert (persistence.name, persistence.enabled, persistence.state) == ("nvidia-persistenced", True, "started")
     off = render_tasks(facts(FRESH_DEBIAN), host_tuning_mask_sleep=False, host_tuning_ignore_lid_switch=False,
@@ -129,3 +130,54 @@ def test_upgrading_held_driver_packages_holds_them_again() -> None:
     script = script_of(result)
     assert "--allow-change-held-packages" in script
     assert script.index("install") < script.index("apt-mark hold 'nvidia-driver-cuda' 'nvidia-kernel-open-dkms'")
+
+
+LOGIND = "systemd-logind reloads its settings"
+
+
+def logind_handler(tmp_path, can_reload: str, sessions: str) -> tuple[str, str]:
+    """Run the handler's script with systemctl and loginctl answering as recorded; (stdout, systemctl calls)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(
+        f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\n[ "$1" = show ] && echo {can_reload}\nexit 0\n')
+    (bin_dir / "loginctl").write_text(f"#!/bin/sh\nprintf '{sessions}'\n")
+    for tool in ("systemctl", "loginctl"):
+        (bin_dir / tool).chmod(0o755)
+    cmd = render_tasks(facts(FRESH_DEBIAN), handlers=True)[LOGIND].args.cmd
+    # as the command op runs it: bash with errexit, nounset and pipefail
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout
+    calls = (tmp_path / "calls").read_text()
+    return out, calls
+
+
+def test_systemd_logind_is_never_restarted_with_someone_logged_in(tmp_path) -> None:
+    # issue 9: a restart ends the desktop session (systemd/systemd#17308, #39437)
+    # one line per session in `loginctl list-sessions --no-legend` (the handler counts them)
+    out, calls = logind_handler(tmp_path, "no", "      2 1000 anna seat0 tty2 active no -\n")
+    assert "restart" not in calls and "apply at the next boot" in out and "1 session(s)" in out
+    assert not any("logind" in task.name and task.op == "systemd" for task in site_play().handlers)
+
+
+def test_systemd_logind_reloads_where_it_can_and_restarts_only_with_nobody_there(tmp_path) -> None:
+    reload_dir, empty_dir = tmp_path / "reload", tmp_path / "empty"
+    reload_dir.mkdir()
+    empty_dir.mkdir()
+    out, calls = logind_handler(reload_dir, "yes", "      2 1000 anna seat0 tty2 active no -\n")
+    assert "reload systemd-logind.service" in calls and "restart" not in calls and "apply now" in out
+    out, calls = logind_handler(empty_dir, "no", "")
+    assert "restart systemd-logind.service" in calls and "nobody logged in" in out
+
+
+def test_persistence_mode_is_really_on_and_checked_with_nvidia_smi() -> None:
+    # NVIDIA's Ubuntu packaging runs `nvidia-persistenced --no-persistence-mode`: override it
+    rendered = render_tasks(facts(FRESH_DEBIAN))
+    override = rendered["nvidia-persistenced turns persistence mode on"].args
+    assert override.dest == "/etc/systemd/system/nvidia-persistenced.service.d/provision.conf"
+    assert "ExecStart=\nExecStart=/usr/bin/nvidia-persistenced --verbose\n" in override.content
+    changed = render_tasks(facts(FRESH_DEBIAN), registered={"host_tuning_persistenced_override": {"changed": True}})
+    restart = changed["GPU persistence mode (nvidia-persistenced running)"].args
+    assert (restart.state, restart.daemon_reload) == ("restarted", True)
+    check = rendered["persistence mode is on"].args.cmd
+    assert "--query-gpu=index,persistence_mode" in check and "Enabled$" in check

@@ -25,7 +25,7 @@ UBUNTU_2004 = OsInfo(id="ubuntu", version_id="20.04", codename="focal", pretty="
 # what the runner registers for tasks that have not run (skipped) in the same play
 NOT_RUN = {"changed": False, "skipped": True}
 REGISTERED = {"nvidia_driver_load": NOT_RUN, "container_toolkit_installed": NOT_RUN,
-              "container_toolkit_runtime": NOT_RUN}
+              "container_toolkit_runtime": NOT_RUN, "host_tuning_persistenced_override": NOT_RUN}
 
 
 GPU_PLAY = "GPU inference host"

@@ -48,7 +48,7 @@ CORPUS = {
                          "expected an integer from 1 to 262144 (model_architecture.max_position_embeddings), "
                          "or 'auto'; got -5"),
     "context beyond the model": (HOST, "max_model_len: 300000", ":5", "max_model_len", "got 300000"),
-    "not a choice": (HOST, "nvidia_reboot: sometimes", ":5", "nvidia_reboot", "expected one of 'auto', 'never'"),
+    "not a choice": (HOST, "nvidia_reboot: sometimes", ":5", "nvidia_reboot", "expected one of 'ask', 'auto', 'never'"),
     "bad extra flag": (HOST, "vllm_extra_flags: {enforce-eagr: true}", ":5", "vllm_extra_flags.enforce-eagr",
                        "not a flag of vLLM 0.21.0 `vllm serve` (did you mean 'enforce-eager'?)"),
     "flag with a variable of its own": (HOST, "vllm_extra_flags: {max-model-len: 4096}", ":5",

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from provision.facts.parse import parse_nvidia_smi_pids
 from tests.standins.nvidia import H200, RTX_4090, RTX_5090_LAPTOP, HostTraits, RepoInfo, build_repo
 from tests.standins.nvidia.payload import query_gpu_fields, render
 from tests.standins.nvidia.sandbox import StandinRoot
@@ -149,6 +151,19 @@ def test_the_gpu_model_comes_from_the_hosts_profile(repo: RepoInfo, tmp_path: Pa
     host.reboot()
     assert smi(host, *PROBE_QUERY).stdout == "NVIDIA GeForce RTX 4090, 580.95.05, 8.9, 24564\n"
     assert smi(host, "--query-gpu=pci.device_id", "--format=csv,noheader").stdout == "0x268410DE\n"
+
+
+def test_a_desktop_on_the_gpu_is_listed_as_real_nvidia_smi_lists_it_and_the_probe_reads_it(
+        repo: RepoInfo, tmp_path: Path) -> None:
+    desktop = replace(RTX_5090_LAPTOP, memory_used_mib=3210,
+                      graphics_processes="1248:/usr/lib/xorg/Xorg:2800;1535:/usr/bin/gnome-shell:410")
+    host = StandinRoot(tmp_path / "root", repo, HostTraits(gpu=desktop))
+    host.unpack(OLD, *DRIVER)
+    host.reboot()
+    used, processes = parse_nvidia_smi_pids(smi(host, "-q", "-d", "PIDS,MEMORY").stdout)
+    assert used == (3210,)
+    assert [(p.pid, p.type, p.name, p.used_mib) for p in processes] == [
+        (1248, "G", "/usr/lib/xorg/Xorg", 2800), (1535, "G", "/usr/bin/gnome-shell", 410)]
 
 
 def test_the_built_in_default_is_the_rtx_5090_laptop_profile(host: StandinRoot) -> None:

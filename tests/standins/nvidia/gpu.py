@@ -63,6 +63,9 @@ class GpuProfile:
     mig: str = "N/A"  # "Disabled" on MIG-capable cards
     display_attached: str = "No"
     display_active: str = "Disabled"
+    # a desktop session on this GPU: "PID:NAME:MIB" entries separated by ";" (graphics processes that
+    # `nvidia-smi -q` lists; give memory_used_mib their sum)
+    graphics_processes: str = ""
 
     def to_json(self) -> str:
         """The `/etc/nvidia-standin/gpu.json` text (flat, one key a line) the stand-ins read."""
