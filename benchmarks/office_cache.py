@@ -50,16 +50,16 @@ BLOB_GET = re.compile(r'"GET /v2/\S+/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" (
 MIB = 1024 * 1024
 
 
-def provision(*argv: str, json_path: Path) -> float:
-    """Run `provision ARGV --json PATH`; the wall time; exit on failure with the output's tail."""
+def provision(*argv: str, json_path: Path, check: bool = True) -> tuple[float, int, str]:
+    """Run `provision ARGV --json PATH`: (wall time, exit code, output); with `check`, exit on failure."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "provision", *argv, "--json", str(json_path)], cwd=REPO,
-                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "160"})
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     elapsed = time.monotonic() - started
     json_path.with_suffix(".out").write_text(done.stdout + done.stderr)
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         raise SystemExit(f"provision {' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-4000:]}")
-    return elapsed
+    return elapsed, done.returncode, done.stdout + done.stderr
 
 
 class Upstreams:
@@ -118,6 +118,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=5, help="fleet size (fresh hosts per rollout)")
     parser.add_argument("--shard-mib", type=float, default=8, help="size of each of the 2 weight shards")
     parser.add_argument("--keep", action="store_true", help="leave the lab and its logs (prints where)")
+    parser.add_argument("--kill", action="store_true", help="then stop the cache host and roll out one more host")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="plab-cache-bench-", dir="/var/tmp"))
     lab = Lab(work / "lab", log=lambda _: None)
@@ -137,7 +138,7 @@ def main() -> None:
         inventory = lab.write_inventory(work / "direct.yaml", direct, hf_endpoint=hub_url, vllm_image=image,
                                         docker_insecure_registries=[registry])
         mark = upstreams.snapshot()
-        report["direct_s"] = provision("up", str(inventory), "--tags", TAGS, "--forks", str(args.hosts),
+        report["direct_s"], _, _ = provision("up", str(inventory), "--tags", TAGS, "--forks", str(args.hosts),
                                        json_path=work / "direct.json")
         report["direct"] = upstreams.since(mark)
         for host in direct:
@@ -153,13 +154,17 @@ def main() -> None:
             office_cache_registry_upstream=f"http://{registry}", office_cache_min_free_gib=1, **urls)
         add_group(inventory, "office_cache", cache.name)
         mark = upstreams.snapshot()
-        report["cache_setup_s"] = provision("up", str(inventory), "--limit", cache.name, "--tags", "office_cache",
+        report["cache_setup_s"], _, _ = provision("up", str(inventory), "--limit", cache.name, "--tags", "office_cache",
                                             json_path=work / "cache-setup.json")
-        report["cached_s"] = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS,
+        report["cached_s"], _, _ = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS,
                                        "--forks", str(args.hosts), "--serial", "1,100%",
                                        json_path=work / "cached.json")
         report["cached"] = upstreams.since(mark)
         report["apt_upstream_bytes"], report["apt_served_bytes"] = apt_cacher_bytes(cache)
+        print_figures(report)
+        if args.kill:
+            report["cache_down"] = cache_down(lab, cache, inventory, work)
+            print(f"  cache host stopped, one more fresh host: {report['cache_down']}")
     finally:
         if hub is not None:
             hub.stop()
@@ -169,7 +174,26 @@ def main() -> None:
             lab.down()
             shutil.rmtree(work, ignore_errors=True)
 
-    print(f"fleet of {args.hosts} fresh hosts, --tags {TAGS}")
+
+
+def cache_down(lab: Lab, cache: LabHost, inventory: Path, work: Path) -> dict[str, Any]:
+    """The cache host stopped, one more fresh host rolled out: what it says and whether it converged."""
+    late = lab.new_host(prefix="late")
+    document = yaml.safe_load(inventory.read_text())
+    document["all"]["hosts"][late.name] = {"ansible_host": "127.0.0.1", "ansible_port": late.ssh_port}
+    inventory.write_text(yaml.safe_dump(document, sort_keys=False))
+    known_hosts = Path(document["all"]["vars"]["known_hosts"])
+    lab.write_known_hosts(known_hosts, lab.hosts())
+    cache.stop()
+    elapsed, rc, output = provision("up", str(inventory), "--limit", late.name, "--tags", TAGS,
+                                    json_path=work / "cache-down.json", check=False)
+    said = [line.strip() for line in output.splitlines() if "DOWN" in line or "FAILED" in line.upper()]
+    _, listing = late.exec("cd /var/lib/provision/huggingface/hub && find . -name '*.part' | wc -l")
+    return {"seconds": round(elapsed, 1), "exit": rc, "said": said[:6], "part_files_left": listing.strip()}
+
+
+def print_figures(report: dict[str, Any]) -> None:
+    print(f"fleet of {report['hosts']} fresh hosts, --tags {TAGS}")
     print(f"  without a cache: {report['direct_s']:.1f}s")
     print(f"  with the office cache: setup {report['cache_setup_s']:.1f}s, rollout (--serial 1,100%) "
           f"{report['cached_s']:.1f}s")
@@ -179,7 +203,7 @@ def main() -> None:
     print(f"  apt-cacher-ng: {fetched / MIB:.1f} MiB from the archive, {served / MIB:.1f} MiB to the hosts"
           + (f" (hit rate {1 - fetched / served:.0%} of bytes)" if served else ""))
     print(json.dumps({k: v if not isinstance(v, tuple) else [dict(c) for c in v] for k, v in report.items()},
-                     indent=None)[:2000])
+                     indent=None)[:2000], flush=True)
 
 
 if __name__ == "__main__":
