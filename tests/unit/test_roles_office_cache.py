@@ -4,7 +4,13 @@ own play runs on no host of an inventory without one."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
@@ -78,3 +84,27 @@ def test_the_cache_play_runs_on_no_host_without_the_group(tmp_path: Path) -> Non
     assert Runner(load_inventory(path), RunConfig(), reporter=None).play_hosts(cache_play) == set()  # type: ignore[arg-type]
     path.write_text(FLEET)
     assert Runner(load_inventory(path), RunConfig(), reporter=None)  # type: ignore[arg-type].play_hosts(cache_play) == {"nas"}
+
+
+DETECT = Path(__file__).resolve().parents[2] / "roles/office_cache_client/templates/apt-proxy-detect.sh"
+
+
+@pytest.mark.skipif(shutil.which("apt-config") is None, reason="needs apt-config (Debian/Ubuntu)")
+def test_apt_proxy_detect_answers_the_cache_while_it_listens_else_direct(tmp_path: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    config = tmp_path / "apt.conf"
+    config.write_text(f'Provision::OfficeCache::Proxy "http://127.0.0.1:{port}";\n')
+
+    def detect() -> str:
+        done = subprocess.run(["bash", str(DETECT), "http://deb.debian.org"], capture_output=True, text=True,
+                              env={**os.environ, "APT_CONFIG": str(config)}, timeout=10, check=True)
+        return done.stdout.strip()
+
+    try:
+        assert detect() == f"http://127.0.0.1:{port}"
+    finally:
+        listener.close()
+    assert detect() == "DIRECT"
