@@ -108,3 +108,20 @@ def test_apt_proxy_detect_answers_the_cache_while_it_listens_else_direct(tmp_pat
     finally:
         listener.close()
     assert detect() == "DIRECT"
+
+
+def test_the_cache_host_gets_the_archive_backends_and_its_resolver(tmp_path: Path) -> None:
+    from provision.playbook.templating import Renderer, make_environment
+
+    cache_play = next(play for play in load_playbook(SITE) if play.name == "office cache")
+    variables = {**cache_play.defaults, "facts": facts(FRESH_DEBIAN).as_vars(),
+                 "office_cache_dns": {"output": "10.0.2.3"}}
+    render_with = Renderer(make_environment(cache_play.template_dirs), variables)
+    tasks = {task.name: render(task, render_with) for task in cache_play.tasks}
+    assert tasks["apt-cacher-ng's Debian archive"].args.content.strip() == "http://deb.debian.org/debian/"
+    conf = tasks["apt-cacher-ng listens on the cache port"].args.content
+    assert "Port: 3142" in conf and "Remap-debrep: file:deb_mirror*.gz /debian ; file:backends_debian_provision" in conf
+    nginx = tasks["nginx caches the hub's files by commit"].args.content
+    assert "resolver 10.0.2.3 ipv6=off;" in nginx and "proxy_pass https://huggingface.co;" in nginx
+    registry = tasks["the registry is a pull-through cache of the upstream"].args.content
+    assert "remoteurl: https://registry-1.docker.io" in registry
