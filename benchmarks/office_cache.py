@@ -45,7 +45,7 @@ from tests.standins.hub.server import HubOptions, read_request_log  # noqa: E402
 from tests.standins.vllm.build import build_images  # noqa: E402
 
 TAGS = "office_cache_client,docker,model"
-CACHE_PORTS = {"apt": 3142, "registry": 5000, "hub": 8080}
+CACHE_PORTS = {"apt": 3142, "registry": 5000, "hf": 8080}
 BLOB_GET = re.compile(r'"GET /v2/\S+/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" (200|206) ')
 MIB = 1024 * 1024
 
