@@ -9,6 +9,7 @@ stack) so it fits this 2-core machine; benchmarks/office_cache.py measures 5 hos
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,6 +85,16 @@ def test_a_rerun_changes_nothing_on_the_cache_or_the_clients(rolled_out, office)
     assert again.returncode == 0, again.output
     for host in office["clients"]:
         assert again.changed_tasks(host.name) == [], (host.name, again.output)
+
+
+def test_status_shows_the_cache_services_and_hit_rates(rolled_out, office) -> None:
+    cache = office["cache"].name
+    status = provision("status", str(office["inventory"]), "--limit", cache, "--json")
+    row = json.loads(status.stdout)[cache]["office_cache"]
+    assert row["healthy"] and set(row["services"].values()) == {"active"}, row
+    assert row["hub"]["hit_rate"] > 0.4 and row["apt"]["hit_rate"] > 0.3, row
+    table = provision("status", str(office["inventory"]), "--limit", cache)
+    assert "OFFICE CACHE" in table.stdout and "apt-cacher-ng" in table.stdout, table.output
 
 
 def test_with_the_cache_host_down_converged_hosts_fall_back_and_say_so(rolled_out, office) -> None:
