@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli.cache_status import cache_hosts, cache_row, cache_table
 from provision.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
@@ -295,12 +296,17 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     hosts, services = service_settings(args)
     wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name]))
+    caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
     if args.json:
+        for name, cache in caches.items():
+            rows[name]["office_cache"] = cache
         console.print_json(json.dumps(rows, default=str))
     else:
         console.print(status_table(rows))
         for line in memory_lines(rows):
             console.print(line)
+        if caches:
+            console.print(cache_table(caches))
     return EXIT_OK if all(row["reachable"] and "error" not in row for row in rows.values()) else EXIT_FAILED
 
 

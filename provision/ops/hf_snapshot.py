@@ -26,6 +26,7 @@ import binascii
 import json
 import posixpath
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -270,6 +271,8 @@ class HfSnapshotOperation(Operation):
         repo = plan.args.repo
         throttle = ProgressThrottle(ctx.progress)
         current = {"file": ""}
+        rate = TransferRate(time.monotonic)
+        source = plan.args.endpoint.split("://", 1)[-1]
 
         def on_line(line: str) -> None:
             key, _, value = line.partition("=")
@@ -277,11 +280,28 @@ class HfSnapshotOperation(Operation):
                 current["file"] = value
             elif key == "progress" and value.isdigit():
                 done = int(value)
-                throttle(f"downloading {repo} ({current['file']}): {done / MIB:.0f} of {total / MIB:.0f} MiB",
-                         done, total)
+                throttle(f"downloading {repo} ({current['file']}) from {source}: {done / MIB:.0f} of "
+                         f"{total / MIB:.0f} MiB{rate.text(done)}", done, total)
 
         run_streaming(ctx.conn, plan.commands[0], on_line)
         return ApplyResult(changed=True, result=dict(plan.result))
+
+
+class TransferRate:
+    """Bytes per second since the first report (a resumed download's earlier bytes do not count)."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.start: tuple[float, int] | None = None
+
+    def text(self, done: int) -> str:
+        """", 12.3 MiB/s" once a rate can be told, else ""."""
+        now = self.clock()
+        if self.start is None:
+            self.start = (now, done)
+            return ""
+        elapsed, moved = now - self.start[0], done - self.start[1]
+        return f", {moved / elapsed / MIB:.1f} MiB/s" if elapsed > 0 and moved > 0 else ""
 
 
 def manifest(files: list[RepoFile]) -> bytes:

@@ -12,7 +12,7 @@ from provision.connection.base import Connection
 from provision.connection.local import LocalConnection
 from provision.connection.ssh import SSHConnection
 from provision.connection.traced import TracedConnection
-from provision.errors import HostUnreachable, ProvisionError
+from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.playbook.templating import make_environment
@@ -63,6 +63,17 @@ def host_variables(play: Play, host: Host, extra_vars: dict[str, Any]) -> dict[s
     return {**play.role_defaults, **profile_layer(play.specs, chosen), **play.vars, **host.vars, **extra_vars}
 
 
+def inventory_variables(inventory: Inventory) -> dict[str, Any]:
+    """Ansible's magic `groups` (group -> host names, `all` included) and `hostvars` (host -> its
+    inventory vars and `address`), so a role can find another host, e.g. the office cache."""
+    groups: dict[str, list[str]] = {"all": [host.name for host in inventory.hosts]}
+    for name in inventory.group_names:
+        groups[name] = [host.name for host in inventory.hosts if name in host.groups]
+    hostvars = {host.name: {**host.vars, "address": host.address, "inventory_hostname": host.name}
+                for host in inventory.hosts}
+    return {"groups": groups, "hostvars": hostvars}
+
+
 class Runner:
     """Runs plays over an inventory's hosts and collects per-host results."""
 
@@ -93,7 +104,7 @@ class Runner:
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
 
     def run_play(self, play: Play, selected: list[Host]) -> str | None:
-        in_play = {h.name for h in self.inventory.select(play.hosts)}
+        in_play = self.play_hosts(play)
         hosts = [h for h in selected if h.name in in_play and not self.results[h.name].failed]
         env = make_environment(play.template_dirs)
         serial = self.config.serial or play.serial
@@ -109,13 +120,22 @@ class Runner:
                         f"(max fail {max_fail if max_fail is not None else 'all'}%); stopping the rollout")
         return None
 
+    def play_hosts(self, play: Play) -> set[str]:
+        """Names of the hosts a play's pattern matches. A pattern that matches nothing (the site's
+        `office_cache` play on a fleet without such a group) runs the play on no host, as Ansible
+        does ("Could not match supplied host pattern, ignoring")."""
+        try:
+            return {host.name for host in self.inventory.select(play.hosts)}
+        except InputError:
+            return set()
+
     def run_host(self, play: Play, host: Host, env: Any) -> None:
         result = self.results[host.name]
         state = self.states[host.name]
         started = time.monotonic()
         self.reporter.host_started(host.name)
         try:
-            variables = host_variables(play, host, self.config.extra_vars)
+            variables = {**inventory_variables(self.inventory), **host_variables(play, host, self.config.extra_vars)}
             PlayOnHost(play, state, variables, env, self.config.options, self.reporter, result).run()
         except HostUnreachable as error:
             result.unreachable = True

@@ -196,3 +196,13 @@ def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path
         assert part.stat().st_size == size < 4 * MIB, "curl went on downloading"
     finally:
         running.stop()
+
+
+def test_download_rate_counts_only_bytes_moved_since_the_first_report() -> None:
+    from provision.ops.hf_snapshot import TransferRate
+
+    now = iter([100.0, 102.0, 102.0])
+    rate = TransferRate(lambda: next(now))
+    assert rate.text(50 * MIB) == ""            # resumed at 50 MiB: no rate yet
+    assert rate.text(70 * MIB) == ", 10.0 MiB/s"
+    assert rate.text(50 * MIB) == ""            # nothing moved

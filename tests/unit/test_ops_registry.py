@@ -35,6 +35,7 @@ SAMPLES = {
     "lineinfile": {"path": "/nonexistent/x", "line": "a"},
     "memory_plan": {"model_architecture": {}, "max_model_len": "auto", "gpu_memory_utilization": 0.9,
                     "kv_cache_dtype": "fp8", "max_num_batched_tokens": 8192},
+    "mirror_choice": {"component": "hub", "mirror": "http://127.0.0.1:1", "upstream": "https://huggingface.co"},
     "reboot": {"reason": "test"},
     "systemd": {"name": "surely-not-a-unit.service", "state": "started"},
     "verify": {"cmd": "test -e /nonexistent"},

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""A fleet downloads once: the same rollout to N fresh lab hosts without, then with, an office cache.
+
+What each host gets (lighter than the whole GPU laptop, which is too heavy for this 2-core machine
+times N): the docker role (docker.io from Debian's archive, through apt-cacher-ng when there is a
+cache) and the model role (the weights from the stand-in hub, the stand-in vLLM image from the lab's
+registry), i.e. `provision up INV --tags office_cache_client,docker,model`.
+  - without a cache: each host fetches from the upstreams itself;
+  - with a cache: one more host in the inventory's `office_cache` group, set up first
+    (`--limit CACHE --tags office_cache`), then the rollout `--limit '!CACHE' --serial 1,100%`
+    (the first host warms the cache, the rest take it from the LAN). The image is named as a
+    Docker Hub image (`vllm/vllm-openai:TAG`): dockerd pulls it through its registry-mirrors, and
+    the cache's upstream (`office_cache_registry_upstream`) is the lab registry standing for Docker Hub.
+Upstream counts: the stand-in hub's request log (GET .../resolve/... per file) and the lab
+registry's access log (GET /v2/.../blobs/<digest> per layer). apt: apt-cacher-ng's transfer log on
+the cache host (bytes fetched upstream vs served to clients).
+
+Usage: benchmarks/office_cache.py [--hosts 5] [--shard-mib 8]   (runs its own lab; root; ~6 min for 5)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.e2e.office_cache_support import CACHE_PORTS, Upstreams, add_group, apt_cacher_bytes  # noqa: E402
+from tests.lab import Lab, LabHost  # noqa: E402
+from tests.lab.net import MACHINE_FROM_HOSTS  # noqa: E402
+from tests.standins.hub.cli import start_hub  # noqa: E402
+from tests.standins.hub.server import HubOptions  # noqa: E402
+from tests.standins.vllm.build import build_images  # noqa: E402
+
+TAGS = "office_cache_client,docker,model"
+MIB = 1024 * 1024
+
+
+def provision(*argv: str, json_path: Path, check: bool = True) -> tuple[float, int, str]:
+    """Run `provision ARGV --json PATH`: (wall time, exit code, output); with `check`, exit on failure."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "provision", *argv, "--json", str(json_path)], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    elapsed = time.monotonic() - started
+    json_path.with_suffix(".out").write_text(done.stdout + done.stderr)
+    if check and done.returncode != 0:
+        raise SystemExit(f"provision {' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-4000:]}")
+    return elapsed, done.returncode, done.stdout + done.stderr
+
+
+def describe(label: str, hub: Counter[str], blobs: Counter[str]) -> str:
+    hub_max = max(hub.values(), default=0)
+    blob_max = max(blobs.values(), default=0)
+    return (f"{label}: hub served {len(hub)} files {sum(hub.values())} times (max {hub_max} per file); "
+            f"registry served {len(blobs)} layers {sum(blobs.values())} times (max {blob_max} per layer)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=5, help="fleet size (fresh hosts per rollout)")
+    parser.add_argument("--shard-mib", type=float, default=8, help="size of each of the 2 weight shards")
+    parser.add_argument("--keep", action="store_true", help="leave the lab and its logs (prints where)")
+    parser.add_argument("--kill", action="store_true", help="then stop the cache host and roll out one more host")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="plab-cache-bench-", dir="/var/tmp"))
+    lab = Lab(work / "lab", log=lambda _: None)
+    hub = None
+    report: dict[str, Any] = {"hosts": args.hosts}
+    try:
+        lab.start()
+        hub = start_hub(work / "hub", shard_size=int(args.shard_mib * MIB), shards=2,
+                        options=HubOptions(request_log=work / "hub-requests.jsonl"))
+        hub_url = f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}"
+        image = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
+                             behaviours=("ok",), log=lambda _: None)["ok"]
+        upstreams = Upstreams(work / "hub-requests.jsonl", lab.registry.dir / "registry.log")
+        registry = lab.registry.address_for_hosts
+
+        direct = lab.new_hosts(args.hosts, prefix="direct")
+        inventory = lab.write_inventory(work / "direct.yaml", direct, hf_endpoint=hub_url, vllm_image=image,
+                                        docker_insecure_registries=[registry])
+        mark = upstreams.snapshot()
+        report["direct_s"], _, _ = provision("up", str(inventory), "--tags", TAGS, "--forks", str(args.hosts),
+                                       json_path=work / "direct.json")
+        report["direct"] = upstreams.since(mark)
+        for host in direct:
+            host.remove()
+
+        cache = lab.new_host(prefix="cache", extra_ports=list(CACHE_PORTS.values()))
+        fleet = lab.new_hosts(args.hosts, prefix="cached")
+        urls = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
+                for name, port in CACHE_PORTS.items()}
+        inventory = lab.write_inventory(
+            work / "cached.yaml", [cache, *fleet], hf_endpoint=hub_url,
+            vllm_image=image.replace(f"{registry}/", ""),  # a Docker Hub name: pulled via registry-mirrors
+            office_cache_registry_upstream=f"http://{registry}", office_cache_min_free_gib=1, **urls)
+        add_group(inventory, "office_cache", cache.name)
+        mark = upstreams.snapshot()
+        report["cache_setup_s"], _, _ = provision("up", str(inventory), "--limit", cache.name, "--tags", "office_cache",
+                                            json_path=work / "cache-setup.json")
+        report["cached_s"], _, _ = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS,
+                                       "--forks", str(args.hosts), "--serial", "1,100%",
+                                       json_path=work / "cached.json")
+        report["cached"] = upstreams.since(mark)
+        report["apt_upstream_bytes"], report["apt_served_bytes"] = apt_cacher_bytes(cache)
+        print_figures(report)
+        if args.kill:
+            report["cache_down"] = cache_down(lab, cache, inventory, work)
+            print(f"  cache host stopped, one more fresh host: {report['cache_down']}")
+    finally:
+        if hub is not None:
+            hub.stop()
+        if args.keep:
+            print(f"kept: {work}")
+        else:
+            lab.down()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+
+def cache_down(lab: Lab, cache: LabHost, inventory: Path, work: Path) -> dict[str, Any]:
+    """The cache host stopped, one more fresh host rolled out: what it says and whether it converged."""
+    late = lab.new_host(prefix="late")
+    document = yaml.safe_load(inventory.read_text())
+    document["all"]["hosts"][late.name] = {"ansible_host": "127.0.0.1", "ansible_port": late.ssh_port}
+    inventory.write_text(yaml.safe_dump(document, sort_keys=False))
+    known_hosts = Path(document["all"]["vars"]["known_hosts"])
+    lab.write_known_hosts(known_hosts, lab.hosts())
+    cache.stop()
+    elapsed, rc, output = provision("up", str(inventory), "--limit", late.name, "--tags", TAGS,
+                                    json_path=work / "cache-down.json", check=False)
+    said = [line.strip() for line in output.splitlines() if "DOWN" in line or "FAILED" in line.upper()]
+    _, listing = late.exec("cd /var/lib/provision/huggingface/hub && find . -name '*.part' | wc -l")
+    return {"seconds": round(elapsed, 1), "exit": rc, "said": said[:6], "part_files_left": listing.strip()}
+
+
+def print_figures(report: dict[str, Any]) -> None:
+    print(f"fleet of {report['hosts']} fresh hosts, --tags {TAGS}")
+    print(f"  without a cache: {report['direct_s']:.1f}s")
+    print(f"  with the office cache: setup {report['cache_setup_s']:.1f}s, rollout (--serial 1,100%) "
+          f"{report['cached_s']:.1f}s")
+    print("  " + describe("without", *report["direct"]))
+    print("  " + describe("with", *report["cached"]))
+    served, fetched = report["apt_served_bytes"], report["apt_upstream_bytes"]
+    print(f"  apt-cacher-ng: {fetched / MIB:.1f} MiB from the archive, {served / MIB:.1f} MiB to the hosts"
+          + (f" (hit rate {1 - fetched / served:.0%} of bytes)" if served else ""))
+    print(json.dumps({k: v if not isinstance(v, tuple) else [dict(c) for c in v] for k, v in report.items()},
+                     indent=None)[:2000], flush=True)
+
+
+if __name__ == "__main__":
+    main()

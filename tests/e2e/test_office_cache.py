@@ -1,0 +1,109 @@
+"""The office cache on real lab hosts: one host of the `office_cache` group made a cache (apt-cacher-ng,
+docker-registry pull-through, nginx hub mirror), two fresh hosts rolled out through it; the hub serves
+each weight file once, the rerun changes nothing, and with the cache host stopped the converged hosts
+still converge, saying per component that the cache is down.
+
+The lab registry stands for Docker Hub as the cache's upstream: the image is named as a Docker Hub
+image, so dockerd pulls it through registry-mirrors. Light on purpose (docker + the model role, no GPU
+stack) so it fits this 2-core machine; benchmarks/office_cache.py measures 5 hosts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import provision
+from tests.e2e.office_cache_support import CACHE_PORTS, Upstreams, add_group, apt_cacher_bytes
+from tests.lab import Lab
+from tests.lab.net import MACHINE_FROM_HOSTS
+from tests.standins.hub.cli import start_hub
+from tests.standins.hub.server import HubOptions
+from tests.standins.vllm.build import build_images
+
+pytestmark = pytest.mark.lab
+
+TAGS = "office_cache_client,docker,model"
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def office(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("office-cache")
+    hub = start_hub(tmp / "hub", shard_size=4 * MIB, shards=2, options=HubOptions(request_log=tmp / "hub.jsonl"))
+    try:
+        image = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
+                             behaviours=("ok",), log=lambda _: None)["ok"]
+        registry = lab.registry.address_for_hosts
+        cache = lab.new_host(prefix="acache", extra_ports=list(CACHE_PORTS.values()))
+        clients = lab.new_hosts(2, prefix="aclient")
+        urls = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
+                for name, port in CACHE_PORTS.items()}
+        inventory = lab.write_inventory(
+            tmp / "office.yaml", [cache, *clients], hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}",
+            vllm_image=image.replace(f"{registry}/", ""), office_cache_registry_upstream=f"http://{registry}",
+            office_cache_min_free_gib=1, **urls)
+        add_group(inventory, "office_cache", cache.name)
+        yield {"tmp": tmp, "inventory": inventory, "cache": cache, "clients": clients,
+               "upstreams": Upstreams(tmp / "hub.jsonl", lab.registry.dir / "registry.log")}
+    finally:
+        hub.stop()
+
+
+@pytest.fixture(scope="module")
+def rolled_out(office: dict[str, Any]) -> dict[str, Any]:
+    tmp, inventory, cache = office["tmp"], office["inventory"], office["cache"]
+    mark = office["upstreams"].snapshot()
+    setup = provision("up", str(inventory), "--limit", cache.name, "--tags", "office_cache",
+                      json_path=tmp / "setup.json")
+    assert setup.returncode == 0, setup.output
+    rollout = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS, "--serial", "1,100%",
+                        json_path=tmp / "rollout.json")
+    assert rollout.returncode == 0, rollout.output
+    return {"setup": setup, "rollout": rollout, "served": office["upstreams"].since(mark)}
+
+
+def test_the_hub_serves_each_file_once_and_the_registry_each_layer_at_most_twice(rolled_out) -> None:
+    hub, blobs = rolled_out["served"]
+    assert hub and set(hub.values()) == {1}, hub
+    assert blobs and max(blobs.values()) <= 2, blobs  # distribution 2.8 fetches a first-pulled blob twice
+    assert "hub: office cache http://10.0.2.2:" in rolled_out["rollout"].output
+
+
+def test_apt_packages_came_through_the_cache(rolled_out, office) -> None:
+    upstream, served = apt_cacher_bytes(office["cache"])
+    assert served > 1.5 * upstream > 0, (upstream, served)
+
+
+def test_a_rerun_changes_nothing_on_the_cache_or_the_clients(rolled_out, office) -> None:
+    inventory, cache, tmp = str(office["inventory"]), office["cache"].name, office["tmp"]
+    setup = provision("up", inventory, "--limit", cache, "--tags", "office_cache", json_path=tmp / "setup-again.json")
+    assert setup.returncode == 0 and setup.changed_tasks(cache) == [], setup.output
+    again = provision("up", inventory, "--limit", f"!{cache}", "--tags", TAGS, json_path=tmp / "again.json")
+    assert again.returncode == 0, again.output
+    for host in office["clients"]:
+        assert again.changed_tasks(host.name) == [], (host.name, again.output)
+
+
+def test_status_shows_the_cache_services_and_hit_rates(rolled_out, office) -> None:
+    cache = office["cache"].name
+    status = provision("status", str(office["inventory"]), "--limit", cache, "--json")
+    row = json.loads(status.stdout)[cache]["office_cache"]
+    assert row["healthy"] and set(row["services"].values()) == {"active"}, row
+    assert row["hub"]["hit_rate"] > 0.4 and row["apt"]["hit_rate"] > 0.3, row
+    table = provision("status", str(office["inventory"]), "--limit", cache)
+    assert "OFFICE CACHE" in table.stdout and "apt-cacher-ng" in table.stdout, table.output
+
+
+def test_with_the_cache_host_down_converged_hosts_fall_back_and_say_so(rolled_out, office) -> None:
+    office["cache"].stop()
+    down = provision("up", str(office["inventory"]), "--limit", f"!{office['cache'].name}", "--tags", TAGS,
+                     json_path=office["tmp"] / "down.json")
+    assert down.returncode == 0, down.output
+    for component in ("apt", "registry", "hub"):
+        assert f"{component}: office cache http://10.0.2.2:" in down.output
+    assert down.output.count("is DOWN, falling back to") == 3 * len(office["clients"]), down.output
+    for host in office["clients"]:
+        assert down.changed_tasks(host.name) == [], down.output
