@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from provision.cli.output import ConsoleReporter, recap_table
-from provision.errors import HostUnreachable, ProvisionError
+from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.gather import gather_facts
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.loader import load_inventory
@@ -21,7 +22,7 @@ from provision.playbook.loader import load_playbook
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect
-from provision.secrets import REDACTOR
+from provision.secrets import REDACTOR, Secret
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -30,12 +31,38 @@ def _split(text: str) -> frozenset[str]:
     return frozenset(t.strip() for t in text.split(",") if t.strip())
 
 
+def inventory_sources(args: argparse.Namespace) -> list[Path]:
+    """The positional inventory and every `-i`, in that order; at least one."""
+    sources = ([args.inventory] if args.inventory else []) + list(getattr(args, "inventory_sources", []))
+    if not sources:
+        raise InputError("no inventory: give one (`provision up inventory/host.yaml`) or -i INVENTORY",
+                         key="inventory")
+    return sources
+
+
+def read_inventory(args: argparse.Namespace) -> Inventory:
+    """The inventory with the group_vars/host_vars next to it and next to the playbook."""
+    playbook = getattr(args, "playbook", None) or default_playbook()
+    return load_inventory(inventory_sources(args), playbook_dir=Path(playbook).parent)
+
+
 def load_hosts(args: argparse.Namespace) -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts selected by --limit: all validated before anything connects."""
-    inventory = load_inventory(args.inventory)
+    inventory = read_inventory(args)
     hosts = inventory.select(args.limit)
-    inventory.check_key_files(hosts)
+    inventory.check_connectable(hosts)
+    if getattr(args, "ask_become_pass", False):
+        ask_become_password(hosts)
     return inventory, hosts
+
+
+def ask_become_password(hosts: list[Host]) -> None:
+    """`-K`: one prompt (no echo, on the terminal), for every host that becomes root without an
+    inventory password (the inventory's own value wins, as in Ansible)."""
+    password = Secret(getpass.getpass("BECOME password: "))
+    for host in hosts:
+        if host.become and host.become_password is None:
+            host.become_password = password
 
 
 def default_playbook() -> Path:
@@ -47,6 +74,8 @@ def default_playbook() -> Path:
 
 
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
+    if args.list_hosts or args.list_tasks:
+        return list_plays(args, console)
     inventory, _ = load_hosts(args)
     extra_vars = parse_extra_vars(args.extra_vars)
     plays = load_playbook(args.playbook or default_playbook())
@@ -67,6 +96,28 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
     if args.json_path:
         result.write_json(args.json_path)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def list_plays(args: argparse.Namespace, console: Console) -> int:
+    """`up --list-hosts` / `--list-tasks`, as ansible-playbook prints them; no host is contacted."""
+    inventory = read_inventory(args)
+    selected = {host.name for host in inventory.select(args.limit)}
+    options = RunOptions(tags=_split(args.tags), skip_tags=_split(args.skip_tags))
+    for number, play in enumerate(load_playbook(args.playbook or default_playbook()), start=1):
+        hosts = [host.name for host in inventory.select(play.hosts) if host.name in selected]
+        console.print(f"\n  play #{number} ({play.hosts}): {play.name}", highlight=False)
+        if args.list_hosts:
+            console.print(f"    pattern: {play.hosts!r}\n    hosts ({len(hosts)}):", highlight=False)
+            for name in hosts:
+                console.print(f"      {name}", highlight=False)
+        if args.list_tasks:
+            console.print("    tasks:", highlight=False)
+            for task in play.tasks:
+                if options.selects(task):
+                    tags = ", ".join(sorted(task.tags))
+                    console.print(f"      {task.role or play.name} : {task.name}    TAGS: [{tags}]",
+                                  highlight=False, markup=False, soft_wrap=True)
+    return EXIT_OK
 
 
 def cmd_facts(args: argparse.Namespace, console: Console) -> int:
