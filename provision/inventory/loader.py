@@ -48,7 +48,7 @@ def _is_single_host_file(path: Path) -> bool:
             raise InputError(f"expected a mapping at the top, got list; write {FORMS_HINT}", path,
                              doc.value_line(()))
         return False  # a scalar: an INI file with a .yaml name, read as INI like Ansible does
-    if "all" in doc.data:
+    if "all" in doc.data or "plugin" in doc.data:
         return False
     if any(key in SINGLE_HOST_KEYS for key in doc.data):
         return True

@@ -35,10 +35,12 @@ class RunConfig:
 def connect(host: Host, trust_new_host_keys: bool) -> Connection:
     """Open the connection a host asks for (local, or SSH with host keys checked)."""
     if host.connection == "local":
-        return LocalConnection(host.name, become=host.become).open()
+        return LocalConnection(host.name, become=host.become, become_user=host.become_user,
+                               become_password=host.become_password).open()
     return SSHConnection(
         host.name, host.address, port=host.port, user=host.user, key_file=host.key,
-        known_hosts=host.known_hosts, become=host.become, trust_new_host_keys=trust_new_host_keys,
+        known_hosts=host.known_hosts, become=host.become, become_user=host.become_user,
+        become_password=host.become_password, trust_new_host_keys=trust_new_host_keys,
     ).open()
 
 
