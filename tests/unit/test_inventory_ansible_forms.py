@@ -17,6 +17,7 @@ from provision.inventory import load_inventory
 from provision.inventory.model import Origin
 from provision.secrets import Secret
 from tests.unit.test_cli_input_errors import listener, provision  # noqa: F401 - the fixture
+from tests.unit.test_inventory import load_error
 
 
 def write(folder: Path, name: str, text: str, mode: int = 0o644) -> Path:
@@ -25,12 +26,6 @@ def write(folder: Path, name: str, text: str, mode: int = 0o644) -> Path:
     path.write_text(textwrap.dedent(text).lstrip("\n"))
     path.chmod(mode)
     return path
-
-
-def load_error(path: Path) -> InputError:
-    with pytest.raises(InputError) as caught:
-        load_inventory(path)
-    return caught.value
 
 
 @pytest.mark.parametrize(("text", "line", "fragment"), [
