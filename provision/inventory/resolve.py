@@ -14,6 +14,7 @@ where a host's groups are ordered by (depth, ansible_group_priority, name). Valu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ class _Resolver:
         self.play_bases = [base for base in play_bases if base not in bases]
         self.path = path
         self._files: dict[tuple[Path, str, str], VarsLayer] = {}
+        self.members = {name: graph.group_hosts(name) for name in graph.groups}
 
     def files(self, bases: list[Path], kind: str, names: list[str]) -> list[VarsLayer]:
         found = []
@@ -89,7 +91,7 @@ class _Resolver:
 
     def inventory(self) -> Inventory:
         hosts, hostvars, origins, setting_origins, problems = [], {}, {}, {}, {}
-        order = self.graph.group_hosts("all")
+        order = list(self.members["all"])
         order += [name for name in self.graph.hosts if name not in order]
         for name in order:
             merged, merged_origins = {}, {}
@@ -100,7 +102,7 @@ class _Resolver:
             origins[name] = merged_origins
             host, setting_origins[name], problems[name] = self.host(name, hostvars[name], merged_origins)
             hosts.append(host)
-        groups = {name: GroupInfo(name, list(group.hosts), list(group.children), self.graph.group_hosts(name))
+        groups = {name: GroupInfo(name, list(group.hosts), list(group.children), self.members[name])
                   for name, group in self.graph.groups.items()}
         group_names = [name for name in self.graph.groups if name not in ("all", "ungrouped")]
         return Inventory(hosts=hosts, path=self.path, group_names=group_names, origins=origins,
@@ -110,7 +112,6 @@ class _Resolver:
     def host(self, name: str, variables: dict[str, Any], origins: dict[str, Origin]
              ) -> tuple[Host, dict[str, Origin], list[InputError]]:
         """The Host of `name`, where each of its settings was set, and what would stop contacting it."""
-        context = self.context(name, variables)
         settings: dict[str, Any] = {}
         where: dict[str, Origin] = {}
         problems: list[InputError] = []
@@ -120,7 +121,7 @@ class _Resolver:
                 continue
             origin = origins.get(key, Origin(self.path, None, key))
             try:
-                value = render(variables[key], context, origin)
+                value = render(variables[key], lambda: self.context(name, variables), origin)
                 settings[field_name] = check_setting(field_name, value, origin, keys_relative_to=None)
                 where[field_name] = origin
             except InputError as error:
@@ -147,16 +148,17 @@ class _Resolver:
         group_names = sorted(g for g in self.graph.groups_of(name) if g not in ("all", "ungrouped"))
         return {**variables, "inventory_hostname": name, "inventory_hostname_short": name.split(".")[0],
                 "group_names": group_names,
-                "groups": {g: self.graph.group_hosts(g) for g in self.graph.groups}}
+                "groups": self.members}
 
 
-def render(value: Any, context: dict[str, Any], origin: Origin) -> Any:
-    """`value` with its Jinja expressions rendered (again while the result still holds some)."""
+def render(value: Any, context: Callable[[], dict[str, Any]], origin: Origin) -> Any:
+    """`value` with its Jinja expressions rendered (again while the result still holds some);
+    `context` is called only when there is something to render."""
     for _ in range(RENDER_PASSES):
         if not isinstance(value, str) or ("{{" not in value and "{%" not in value):
             return value
         try:
-            value = _ENV.from_string(value).render(context)
+            value = _ENV.from_string(value).render(context())
         except jinja2.TemplateError as error:
             raise InputError(f"cannot render {origin.key}: {error}", origin.file, origin.line, origin.key) from None
     raise InputError(f"cannot render {origin.key}: it still holds a template after {RENDER_PASSES} passes",
