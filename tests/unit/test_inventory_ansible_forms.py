@@ -196,3 +196,15 @@ def test_the_become_command_carries_no_password() -> None:
     assert become_command("root", None) == "sudo -n -H -u root -- bash -s"
     command = become_command("root", Secret("pw-1234"))
     assert command.startswith("sudo -S -p ") and "pw-1234" not in command and READY in command
+
+
+def test_a_plays_hosts_take_ansible_patterns(tmp_path: Path) -> None:
+    path = write(tmp_path, "hosts", "[web]\nw1\nw2\n[prod]\nw2\nd1\n")
+    write(tmp_path, "roles/noop/tasks.yaml", "- name: say\n  debug: {msg: hi}\n")
+    playbook = write(tmp_path, "playbooks/site.yaml", "- hosts: 'web:&prod'\n  roles: [noop]\n"
+                                                      "- hosts: 'all:!web'\n  roles: [noop]\n")
+    done = provision("up", str(path), "--playbook", str(playbook), "--list-hosts")
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.split("play #2")
+    assert "hosts (1):\n      w2\n" in first
+    assert "hosts (1):\n      d1\n" in second
