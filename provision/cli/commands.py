@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -15,7 +16,7 @@ from rich.table import Table
 from provision import content
 from provision.cli.endpoints import endpoint_lines
 from provision.cli.output import ConsoleReporter, recap_table
-from provision.errors import HostUnreachable, ProvisionError
+from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.gather import gather_facts
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.loader import load_inventory
@@ -26,7 +27,7 @@ from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
 from provision.runner.results import RunResult
 from provision.runner.runner import RunConfig, Runner, Trace, connect
-from provision.secrets import REDACTOR
+from provision.secrets import REDACTOR, Secret
 from provision.settings import load_specs, validate_hosts
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -50,23 +51,48 @@ def plays_of(args: argparse.Namespace) -> list[Play]:
     return load_playbook(playbook_of(args), roles_of(args))
 
 
-def validated_inventory(path: Path, limit: str | None, extra_vars: dict[str, Any],
-                        roles_dir: Path) -> tuple[Inventory, list[Host]]:
+def inventory_sources(args: argparse.Namespace) -> list[Path]:
+    """The positional inventory and every `-i`, in that order; at least one."""
+    sources = ([args.inventory] if args.inventory else []) + list(getattr(args, "inventory_sources", []))
+    if not sources:
+        raise InputError("no inventory: give one (`provision up inventory/host.yaml`) or -i INVENTORY",
+                         key="inventory")
+    return sources
+
+
+def read_inventory(args: argparse.Namespace) -> Inventory:
+    """The inventory with the group_vars/host_vars next to it and next to the playbook."""
+    return load_inventory(inventory_sources(args), playbook_dir=playbook_of(args).parent)
+
+
+def validated_inventory(sources: Path | list[Path], limit: str | None, extra_vars: dict[str, Any],
+                        roles_dir: Path, playbook_dir: Path | None = None) -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts selected by --limit, their settings checked against the roles'
     declarations (InvalidSettings, exit 2): all before anything connects."""
-    inventory = load_inventory(path)
+    inventory = load_inventory(sources, playbook_dir=playbook_dir)
     hosts = inventory.select(limit)
     validate_hosts(inventory, hosts, roles_dir, load_specs([roles_dir]), extra_vars)
     return inventory, hosts
 
 
 def load_hosts(args: argparse.Namespace) -> tuple[Inventory, list[Host]]:
-    """The validated inventory and selected hosts; their key files exist."""
-    inventory, hosts = validated_inventory(args.inventory, args.limit, parse_extra_vars(args.extra_vars),
-                                           roles_of(args))
-    inventory.check_key_files(hosts)
+    """The validated inventory and selected hosts, connectable (key files exist, no unsupported
+    login); `-K` asks for the sudo password here, before anything connects."""
+    inventory, hosts = validated_inventory(inventory_sources(args), args.limit, parse_extra_vars(args.extra_vars),
+                                           roles_of(args), playbook_of(args).parent)
+    inventory.check_connectable(hosts)
+    if getattr(args, "ask_become_pass", False):
+        ask_become_password(hosts)
     return inventory, hosts
 
+
+def ask_become_password(hosts: list[Host]) -> None:
+    """`-K`: one prompt (no echo, on the terminal), for every host that becomes root without an
+    inventory password (the inventory's own value wins, as in Ansible)."""
+    password = Secret(getpass.getpass("BECOME password: "))
+    for host in hosts:
+        if host.become and host.become_password is None:
+            host.become_password = password
 
 def add_json_arguments(parser: argparse.ArgumentParser, document: bool = False) -> None:
     """`--json` means one thing in every command: the command's result as JSON on stdout (progress on
@@ -100,6 +126,8 @@ def write_document(args: argparse.Namespace, console: Console, result: RunResult
 
 
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
+    if args.list_hosts or args.list_tasks:
+        return list_plays(args, console)
     inventory, _ = load_hosts(args)
     extra_vars = parse_extra_vars(args.extra_vars)
     plays = plays_of(args)
@@ -123,6 +151,28 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         human.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
     write_document(args, console, result)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def list_plays(args: argparse.Namespace, console: Console) -> int:
+    """`up --list-hosts` / `--list-tasks`, as ansible-playbook prints them; no host is contacted."""
+    inventory = read_inventory(args)
+    selected = {host.name for host in inventory.select(args.limit)}
+    options = RunOptions(tags=_split(args.tags), skip_tags=_split(args.skip_tags))
+    for number, play in enumerate(plays_of(args), start=1):
+        hosts = [host.name for host in inventory.play_hosts(play.hosts) if host.name in selected]
+        console.print(f"\n  play #{number} ({play.hosts}): {play.name}", highlight=False)
+        if args.list_hosts:
+            console.print(f"    pattern: {play.hosts!r}\n    hosts ({len(hosts)}):", highlight=False)
+            for name in hosts:
+                console.print(f"      {name}", highlight=False)
+        if args.list_tasks:
+            console.print("    tasks:", highlight=False)
+            for task in play.tasks:
+                if options.selects(task):
+                    tags = ", ".join(sorted(task.tags))
+                    console.print(f"      {task.role or play.name} : {task.name}    TAGS: [{tags}]",
+                                  highlight=False, markup=False, soft_wrap=True)
+    return EXIT_OK
 
 
 def cmd_facts(args: argparse.Namespace, console: Console) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from provision import __version__, content
-from provision.cli import commands, fleet, models, serving, variables
+from provision.cli import commands, fleet, inventory_cmd, models, serving, variables
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
@@ -32,8 +32,8 @@ class VersionAction(argparse.Action):
 
 
 def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
-    parser.add_argument("-l", "--limit", help="hosts or groups to run on (comma-separated, globs, !exclude)")
+    add_inventory_sources(parser)
+    parser.add_argument("-l", "--limit", help="Ansible host pattern: web,db web:&prod all:!lab web* ~re web[0:2] @file")
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
                         help="override a variable (also @file.yaml or a JSON mapping); repeatable")
     parser.add_argument("--forks", type=int, default=10, help="hosts worked on in parallel (default 10)")
@@ -43,6 +43,16 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
                         help="roles folder (default ./roles, else the one beside the playbook, else shipped)")
     parser.add_argument("--trust-new-host-keys", action="store_true",
                         help="record unknown SSH host keys in known_hosts (a changed key is always refused)")
+    parser.add_argument("-K", "--ask-become-pass", action="store_true",
+                        help="ask for the sudo password (hosts whose inventory sets none); fed to sudo on stdin")
+
+
+def add_inventory_sources(parser: argparse.ArgumentParser) -> None:
+    """The inventory, positional or `-i` (repeatable, as with ansible)."""
+    parser.add_argument("inventory", type=Path, nargs="?",
+                        help="host file (host.yaml), or an Ansible inventory: YAML/INI file, folder, h1,h2,")
+    parser.add_argument("-i", "--inventory-source", type=Path, action="append", default=[], dest="inventory_sources",
+                        metavar="INVENTORY", help="an inventory source (as ansible's -i); repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--max-fail-percent", type=float, default=None,
                     help="stop the rollout when more than this percentage of a batch fails")
     commands.add_json_arguments(up, document=True)
+    up.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on; run nothing")
+    up.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run; run nothing")
     up.set_defaults(handler=commands.cmd_up)
 
     facts = subcommands.add_parser("facts", help="gather and print each host's facts")
@@ -71,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_json_arguments(facts)
     facts.set_defaults(handler=commands.cmd_facts)
 
+    inventory_cmd.add_command(subcommands, add_inventory_sources)
     serving.add_commands(subcommands, add_inventory_arguments)
     fleet.add_commands(subcommands, add_inventory_arguments)
     variables.add_commands(subcommands, add_inventory_arguments)

@@ -25,6 +25,7 @@ from provision.cli.commands import (
     EXIT_OK,
     add_json_arguments,
     human_console,
+    inventory_sources,
     load_hosts,
     playbook_of,
     plays_of,
@@ -112,12 +113,12 @@ def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def rendered_arguments(inventory_path: Path, limit: str | None, extra_items: list[str], playbook: Path,
+def rendered_arguments(inventory_sources: Path | list[Path], limit: str | None, extra_items: list[str], playbook: Path,
                        roles_dir: Path | None = None) -> dict[str, list[str]]:
     """Host name -> `vllm serve ...` argv, from the release task's `model` and `flags` (no host touched)."""
     extra_vars = parse_extra_vars(extra_items)
     roles_dir = roles_dir or content.roles_path(None, playbook)
-    _, hosts = validated_inventory(inventory_path, limit, extra_vars, roles_dir)
+    _, hosts = validated_inventory(inventory_sources, limit, extra_vars, roles_dir, playbook.parent)
     play = serving_play(load_playbook(playbook, roles_dir), playbook)
     task = next((t for t in play.tasks if t.op == RELEASE_OP), None)
     if task is None:
@@ -138,7 +139,7 @@ def rendered_arguments(inventory_path: Path, limit: str | None, extra_items: lis
 
 
 def rendered_of(args: argparse.Namespace) -> dict[str, list[str]]:
-    return rendered_arguments(args.inventory, args.limit, args.extra_vars, playbook_of(args), roles_of(args))
+    return rendered_arguments(inventory_sources(args), args.limit, args.extra_vars, playbook_of(args), roles_of(args))
 
 
 def cmd_render(args: argparse.Namespace, console: Console) -> int:

@@ -17,7 +17,14 @@ from rich.console import Console
 from rich.table import Table
 
 from provision import content
-from provision.cli.commands import EXIT_OK, add_json_arguments, roles_of, validated_inventory
+from provision.cli.commands import (
+    EXIT_OK,
+    add_json_arguments,
+    inventory_sources,
+    playbook_of,
+    roles_of,
+    validated_inventory,
+)
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.suggest import did_you_mean
@@ -45,7 +52,8 @@ def host_rows(variables: dict[str, Value], secret_names: set[str]) -> dict[str, 
 def cmd_vars(args: argparse.Namespace, console: Console) -> int:
     extra_vars = parse_extra_vars(args.extra_vars)
     roles_dir = roles_of(args)
-    inventory, hosts = validated_inventory(args.inventory, args.limit, extra_vars, roles_dir)
+    inventory, hosts = validated_inventory(inventory_sources(args), args.limit, extra_vars, roles_dir,
+                                           playbook_of(args).parent)
     if args.host:
         names = [host.name for host in inventory.hosts]
         if args.host not in names:

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import os
+import pwd
+import select
 import subprocess
 from collections.abc import Callable
 
 from provision.connection.base import RunResult, checked, wrap_script
+from provision.connection.become import become_command, handshake
 from provision.ops.base import Command
+from provision.secrets import Secret
 
 
 class LocalConnection:
-    """Runs scripts with bash on this machine, through `sudo -n` when root is needed."""
+    """Runs scripts with bash on this machine, through sudo when another user (root) is needed."""
 
-    def __init__(self, host_name: str = "localhost", become: bool = True) -> None:
+    def __init__(self, host_name: str = "localhost", become: bool = True, become_user: str = "root",
+                 become_password: Secret | None = None) -> None:
         self.host_name = host_name
         self.round_trips = 0
         self._become = become
+        self._become_user = become_user
+        self._become_password = become_password
 
     def open(self) -> LocalConnection:
         return self
@@ -27,20 +34,42 @@ class LocalConnection:
         on_output: Callable[[str], None] | None = None,
     ) -> RunResult:
         self.round_trips += 1
-        argv = ["bash", "-s"]
-        if sudo and self._become and os.geteuid() != 0:
-            argv = ["sudo", "-n", "-H", "--", *argv]
+        command = "bash -s"
+        if sudo and self._become and pwd.getpwuid(os.geteuid()).pw_name != self._become_user:
+            command = become_command(self._become_user, self._become_password)
+        process = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        assert process.stdin is not None and process.stderr is not None
+        early = b""
+        if command.startswith("sudo -S") and self._become_password is not None:
+            stderr = process.stderr
+
+            def read_stderr() -> bytes:
+                ready, _, _ = select.select([stderr], [], [], 0.05)
+                return os.read(stderr.fileno(), 65536) if ready else b""
+
+            def write(data: bytes) -> None:
+                process.stdin.write(data)
+                process.stdin.flush()
+
+            try:
+                early = handshake(read_stderr, write, lambda: process.poll() is not None,
+                                  self._become_password, self.host_name)
+            except Exception:
+                process.kill()
+                process.wait()
+                raise
         try:
-            done = subprocess.run(argv, input=wrap_script(script, data, env).encode(), capture_output=True,
-                                  timeout=timeout, check=False)
-        except subprocess.TimeoutExpired as expired:
-            stdout = (expired.stdout or b"").decode(errors="replace")
-            return RunResult(stdout, "(timed out)", -1)
-        stdout = done.stdout.decode(errors="replace")
+            stdout_bytes, stderr_bytes = process.communicate(wrap_script(script, data, env).encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout_bytes, _ = process.communicate()
+            return RunResult(stdout_bytes.decode(errors="replace"), "(timed out)", -1)
+        stdout = stdout_bytes.decode(errors="replace")
         if on_output:
             for line in stdout.splitlines():
                 on_output(line)
-        return RunResult(stdout, done.stderr.decode(errors="replace"), done.returncode)
+        return RunResult(stdout, (early + stderr_bytes).decode(errors="replace"), process.returncode)
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         return checked(self, command, check)

@@ -20,8 +20,10 @@ from fabric import Connection as FabricConnection
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from provision.connection.base import RunResult, checked, wrap_script
+from provision.connection.become import BecomeFailed, become_command, handshake
 from provision.errors import HostKeyRefused, HostUnreachable
 from provision.ops.base import Command
+from provision.secrets import Secret
 
 TRANSIENT_ERRORS = (
     paramiko.ssh_exception.NoValidConnectionsError,
@@ -64,7 +66,7 @@ class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
 
 
 class SSHConnection:
-    """One SSH session to one host; scripts run through `bash -s` (as root through sudo -n)."""
+    """One SSH session to one host; scripts run through `bash -s` (as root through sudo, see become.py)."""
 
     def __init__(
         self,
@@ -75,6 +77,8 @@ class SSHConnection:
         key_file: Path | None = None,
         known_hosts: Path | None = None,
         become: bool = True,
+        become_user: str = "root",
+        become_password: Secret | None = None,
         trust_new_host_keys: bool = False,
         connect_timeout: float = 10,
         connect_attempts: int = 4,
@@ -82,6 +86,8 @@ class SSHConnection:
         self.host_name = host_name
         self.round_trips = 0
         self._become = become
+        self._become_user = become_user
+        self._become_password = become_password
         self._trust_new = trust_new_host_keys
         self._connect_attempts = connect_attempts
         connect_kwargs: dict[str, object] = {"banner_timeout": connect_timeout, "auth_timeout": connect_timeout}
@@ -93,7 +99,7 @@ class SSHConnection:
         )
         configured = self._fabric.ssh_config.get("userknownhostsfile", "").split()
         self.known_hosts = (known_hosts or Path(configured[0] if configured else DEFAULT_KNOWN_HOSTS)).expanduser()
-        self._is_root = self._fabric.user == "root"
+        self._is_become_user = self._fabric.user == become_user
 
     def open(self) -> SSHConnection:
         """Connect (retrying transient failures); raise HostUnreachable / HostKeyRefused."""
@@ -152,11 +158,19 @@ class SSHConnection:
             raise HostUnreachable(f"{self.host_name}: connection lost")
         self.round_trips += 1
         channel = transport.open_session()
-        as_root = sudo and self._become and not self._is_root
-        channel.exec_command("sudo -n -H -- bash -s" if as_root else "bash -s")
+        as_root = sudo and self._become and not self._is_become_user
+        channel.exec_command(become_command(self._become_user, self._become_password) if as_root else "bash -s")
+        early_stderr = b""
+        if as_root and self._become_password is not None:
+            try:
+                early_stderr = handshake(lambda: _ready_stderr(channel), channel.sendall, channel.exit_status_ready,
+                                         self._become_password, self.host_name)
+            except BecomeFailed:
+                channel.close()
+                raise
         channel.sendall(wrap_script(script, data, env).encode())
         channel.shutdown_write()
-        return _collect(channel, timeout, on_output)
+        return _collect(channel, timeout, on_output, early_stderr)
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         return checked(self, command, check)
@@ -171,11 +185,15 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, TRANSIENT_ERRORS) and not isinstance(error, permanent)
 
 
+def _ready_stderr(channel: paramiko.Channel) -> bytes:
+    return channel.recv_stderr(CHUNK) if channel.recv_stderr_ready() else b""
+
+
 def _collect(channel: paramiko.Channel, timeout: float | None,
-             on_output: Callable[[str], None] | None) -> RunResult:
+             on_output: Callable[[str], None] | None, early_stderr: bytes = b"") -> RunResult:
     """Read stdout/stderr until the command exits (or the timeout passes: rc -1)."""
     deadline = time.monotonic() + timeout if timeout else None
-    out, err = bytearray(), bytearray()
+    out, err = bytearray(), bytearray(early_stderr)
     pending = ""
     channel.settimeout(0.2)
     while True:

@@ -1,68 +1,143 @@
-"""Ansible-style host patterns for `--limit`: which hosts of an inventory a run touches.
+"""Ansible's host patterns, for `--limit` and a play's `hosts:` (ansible-core `InventoryManager`).
 
-A limit is a comma-separated list of patterns, each a host name, a group name, `all` (or `*`),
-`ungrouped`, or a glob (`lab*`, `desk-?`) matched against host and group names. `!pattern`
-excludes, `&pattern` intersects. A pattern that matches nothing is an error, not a silent no-op:
-a misspelt `!lab2` would otherwise provision the very host the user meant to leave out.
+A limit is a list of patterns separated by `,` (or `:`, when that cannot be a host:port or
+range): `web,db`, `web:db`, `web:&prod` (in both), `all:!lab` (all but lab), `web*` and `~web\\d+`
+(glob / regex over group and host names: a matching group brings all its hosts), `web[0]`,
+`web[1:3]`, `web[-1]` (subscripts over a group's hosts, in Ansible's order), `@retry_file` (one
+pattern per line). Regular patterns are unioned first, then `&` ones intersect, then `!` ones
+remove. Unlike Ansible, which warns and ignores it, a pattern that matches nothing is an error
+naming it and the groups that exist: a misspelt `!lab2` would otherwise provision the very host
+the user meant to leave out.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provision.errors import InputError
+from provision.inventory.hostnames import HostPatternError, split_port
 from provision.inventory.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from provision.inventory.model import Host
+    from provision.inventory.model import Host, Inventory
 
-GLOB_CHARACTERS = set("*?[")
+SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
+COLON_SEPARATED = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
+GLOB_MARKS = (".", "?", "*", "[")
 
 
-def select_hosts(hosts: list[Host], group_names: list[str], limit: str | None, source: Path) -> list[Host]:
+def split_patterns(limit: str) -> list[str]:
+    """`a,b` / `a:b:&c` -> the single patterns (a lone `host:22` or `web[1:3]` stays whole)."""
+    if "," in limit:
+        parts = limit.split(",")
+    else:
+        try:
+            split_port(limit)
+            parts = [limit]
+        except HostPatternError:
+            parts = COLON_SEPARATED.findall(limit)
+    return [part.strip() for part in parts if part.strip()]
+
+
+def select_hosts(inventory: Inventory, limit: str | None) -> list[Host]:
     """The hosts `limit` selects, in inventory order; all hosts when `limit` is None or blank."""
-    patterns = [part.strip() for part in (limit or "").split(",") if part.strip()]
+    patterns = _expand_files(split_patterns(limit or ""), inventory.path)
     if not patterns:
-        return list(hosts)
-    included: set[str] = set()
-    intersections: list[set[str]] = []
-    excluded: set[str] = set()
-    for pattern in patterns:
-        if pattern[0] == "!":
-            excluded |= _matching(pattern[1:].strip(), hosts, group_names, source)
-        elif pattern[0] == "&":
-            intersections.append(_matching(pattern[1:].strip(), hosts, group_names, source))
-        else:
-            included |= _matching(pattern, hosts, group_names, source)
-    if not any(pattern[0] not in "!&" for pattern in patterns):
-        included = {host.name for host in hosts}
-    for names in intersections:
-        included &= names
-    selected = [host for host in hosts if host.name in included - excluded]
+        return list(inventory.hosts)
+    names = set(evaluate(inventory, patterns))
+    selected = [host for host in inventory.hosts if host.name in names]
     if not selected:
-        raise InputError(f"the limit {limit!r} leaves no hosts to run on", source, key="--limit")
+        raise InputError(f"the pattern {limit!r} leaves no hosts to run on{_groups_hint(inventory)}",
+                         inventory.path, key="--limit")
     return selected
 
 
-def _matching(pattern: str, hosts: list[Host], group_names: list[str], source: Path) -> set[str]:
-    """Names of the hosts one pattern matches; InputError when it matches none."""
-    if pattern in ("all", "*"):
-        return {host.name for host in hosts}
-    if pattern == "ungrouped" and pattern not in group_names:
-        return {host.name for host in hosts if not host.groups}
-    host_names = [host.name for host in hosts]
-    if GLOB_CHARACTERS & set(pattern):
-        groups = {group for group in group_names if fnmatch.fnmatchcase(group, pattern)}
-        names = {name for name in host_names if fnmatch.fnmatchcase(name, pattern)}
-    else:
-        groups = {pattern} if pattern in group_names else set()
-        names = {pattern} if pattern in host_names else set()
-    names |= {host.name for host in hosts if groups & set(host.groups)}
-    if names:
-        return names
-    if groups:
-        raise InputError(f"group {pattern!r} has no hosts", source, key="--limit")
-    hint = did_you_mean(pattern, [*host_names, *group_names])
-    raise InputError(f"no host or group matches {pattern!r}{hint}", source, key="--limit")
+def evaluate(inventory: Inventory, patterns: list[str]) -> list[str]:
+    """Host names the patterns select, in Ansible's order (regular, then &, then !)."""
+    regular = [p for p in patterns if p[0] not in "!&"] or ["all"]
+    ordered = regular + [p for p in patterns if p[0] == "&"] + [p for p in patterns if p[0] == "!"]
+    hosts: list[str] = []
+    for pattern in ordered:
+        matched = _match(inventory, pattern)
+        if pattern[0] == "!":
+            hosts = [h for h in hosts if h not in set(matched)]
+        elif pattern[0] == "&":
+            hosts = [h for h in hosts if h in set(matched)]
+        else:
+            hosts.extend(h for h in matched if h not in hosts)
+    return list(dict.fromkeys(hosts))
+
+
+def _match(inventory: Inventory, pattern: str) -> list[str]:
+    host_names = [host.name for host in inventory.hosts]
+    if pattern in host_names:
+        return [pattern]
+    pattern = pattern[1:] if pattern[0] in "!&" else pattern
+    expression, subscript = _split_subscript(pattern)
+    matched = _enumerate(inventory, expression, host_names)
+    if not matched:
+        if expression in inventory.groups:
+            raise InputError(f"group {expression!r} has no hosts", inventory.path, key="--limit")
+        hint = did_you_mean(expression, [*host_names, *inventory.groups])
+        raise InputError(f"no host or group matches {pattern!r}{hint}{_groups_hint(inventory)}",
+                         inventory.path, key="--limit")
+    if subscript is None:
+        return matched
+    start, end = subscript
+    try:
+        if not end:
+            return [matched[start]]
+        return matched[start:(len(matched) - 1 if end == -1 else end) + 1]
+    except IndexError:
+        raise InputError(f"the pattern {pattern!r}: {expression} has only {len(matched)} hosts",
+                         inventory.path, key="--limit") from None
+
+
+def _split_subscript(pattern: str) -> tuple[str, tuple[int, int | None] | None]:
+    if pattern[0] == "~":
+        return pattern, None
+    match = SUBSCRIPT.match(pattern)
+    if not match:
+        return pattern, None
+    expression, index, start, _, end = match.groups()
+    if index:
+        return expression, (int(index), None)
+    return expression, (int(start), int(end) if end else -1)
+
+
+def _enumerate(inventory: Inventory, pattern: str, host_names: list[str]) -> list[str]:
+    """Hosts of the groups the pattern names, plus hosts it names (when no group matched, or it is
+    a glob or regex)."""
+    try:
+        regex = re.compile(pattern[1:] if pattern[0] == "~" else fnmatch.translate(pattern))
+    except re.error as error:
+        raise InputError(f"invalid host pattern {pattern!r}: {error}", inventory.path, key="--limit") from None
+    groups = [name for name in inventory.groups if regex.match(name)]
+    results = [host for group in groups for host in inventory.groups[group].all_hosts]
+    if not groups or pattern[0] == "~" or any(mark in pattern for mark in GLOB_MARKS):
+        results += [name for name in host_names if regex.match(name)]
+    return results
+
+
+def _expand_files(patterns: list[str], source: Path) -> list[str]:
+    """`@file` entries replaced by the patterns in the file, one per line (a retry file)."""
+    expanded: list[str] = []
+    for pattern in patterns:
+        if not pattern.startswith("@"):
+            expanded.append(pattern)
+            continue
+        path = Path(pattern[1:]).expanduser()
+        try:
+            lines = path.read_text(encoding="utf-8").split("\n")
+        except OSError as error:
+            raise InputError(f"cannot read the limit file: {error.strerror}", path, key="--limit") from None
+        expanded.extend(line.strip() for line in lines if line.strip())
+    return expanded
+
+
+def _groups_hint(inventory: Inventory) -> str:
+    names = [name for name in inventory.groups if name != "all"]
+    return f" (groups: {', '.join(names)})" if names else ""

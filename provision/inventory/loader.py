@@ -1,8 +1,10 @@
-"""`load_inventory`: read an inventory file, tell which of the two forms it is, validate it all.
+"""`load_inventory`: read an inventory, tell which form it is, validate it all.
 
-Both forms are checked completely before any host is contacted; every problem is an InputError
-naming the file, the line and the key. Whether private key files exist is checked later, for the
-selected hosts only (`Inventory.check_key_files`).
+Two forms: our single-host file (`address:`, `user:`, `key:`, `vars:` at the top, see
+`single_host.py`), or an Ansible inventory (YAML or INI files, a folder of them, `h1,h2,`, with
+group_vars/ and host_vars/, see `resolve.py`). Everything is checked before any host is contacted;
+every problem is an InputError naming the file, the line and the key. Whether private key files
+exist is checked later, for the selected hosts only (`Inventory.check_connectable`).
 """
 
 from __future__ import annotations
@@ -10,32 +12,44 @@ from __future__ import annotations
 from pathlib import Path
 
 from provision.errors import InputError
-from provision.inventory.fleet import read_fleet
 from provision.inventory.model import Inventory
+from provision.inventory.resolve import load_ansible_inventory
 from provision.inventory.single_host import SINGLE_HOST_KEYS, read_single_host
+from provision.inventory.sources import is_host_list
 from provision.inventory.yaml_loader import load_yaml_file
 
-FORMS_HINT = "a host file (`address: 192.168.1.50` ...) or a fleet inventory (`all:` with `hosts:` ...)"
+FORMS_HINT = "a host file (`address: 192.168.1.50` ...) or an Ansible inventory (YAML `all:` with `hosts:`, or INI)"
+YAML_SUFFIXES = (".yml", ".yaml")
 
 
-def load_inventory(path: Path) -> Inventory:
-    """The validated Inventory in `path`: a single-host file or an Ansible-style fleet YAML."""
-    path = Path(path)
-    doc = load_yaml_file(path)
+def load_inventory(path: Path | list[Path], playbook_dir: Path | None = None) -> Inventory:
+    """The validated Inventory of `path` (or several Ansible inventory sources, read in order).
+
+    `playbook_dir`: the folder whose group_vars/ and host_vars/ also apply (the playbook's)."""
+    sources = [Path(p) for p in path] if isinstance(path, list) else [Path(path)]
+    if len(sources) == 1 and _is_single_host_file(sources[0]):
+        return read_single_host(load_yaml_file(sources[0]))
+    return load_ansible_inventory(sources, playbook_dir)
+
+
+def _is_single_host_file(path: Path) -> bool:
+    """A YAML file whose top level is a mapping with a host-file key (address, user, ...) and no
+    group (`all:` or a mapping of groups); an empty or non-mapping YAML file is refused here."""
+    if is_host_list(str(path)) or not path.is_file() or path.suffix not in YAML_SUFFIXES:
+        return False
+    try:
+        doc = load_yaml_file(path)
+    except InputError:
+        return False  # not YAML: the Ansible reader tries INI and reports the error that helps
     if doc.data is None:
         raise InputError(f"the file is empty; expected {FORMS_HINT}", path)
     if not isinstance(doc.data, dict):
-        raise InputError(f"expected a mapping at the top, got {type(doc.data).__name__}; write {FORMS_HINT}",
-                         path, doc.value_line(()))
-    if _is_fleet(doc.data):
-        return read_fleet(doc)
-    return read_single_host(doc)
-
-
-def _is_fleet(data: dict[object, object]) -> bool:
-    """A fleet has `all:`, or only mappings (groups) at the top and no single-host key."""
-    if "all" in data:
-        return True
-    if any(key in SINGLE_HOST_KEYS for key in data):
+        if isinstance(doc.data, list):
+            raise InputError(f"expected a mapping at the top, got list; write {FORMS_HINT}", path,
+                             doc.value_line(()))
+        return False  # a scalar: an INI file with a .yaml name, read as INI like Ansible does
+    if "all" in doc.data or "plugin" in doc.data:
         return False
-    return all(value is None or isinstance(value, dict) for value in data.values())
+    if any(key in SINGLE_HOST_KEYS for key in doc.data):
+        return True
+    return not all(value is None or isinstance(value, dict) for value in doc.data.values())

@@ -4,6 +4,7 @@
     address: 192.168.1.50
     user: ubuntu
     key: ~/.ssh/id_ed25519
+    become_password: !env SUDO_PASSWORD   # only when sudo asks for one; fed to sudo on stdin
     vars:
       max_model_len: 65536
 
@@ -17,11 +18,12 @@ from pathlib import Path
 
 from provision.errors import InputError
 from provision.inventory.layers import build_host, read_layer
-from provision.inventory.model import CONNECTION_KEYS, Inventory
+from provision.inventory.model import CONNECTION_KEYS, GroupInfo, Inventory
 from provision.inventory.suggest import did_you_mean
 from provision.inventory.yaml_loader import YamlDocument
 
-SINGLE_HOST_KEYS = ("name", "address", "port", "user", "key", "become", "connection", "known_hosts", "vars")
+SINGLE_HOST_KEYS = ("name", "address", "port", "user", "key", "become", "become_user", "become_password",
+                    "connection", "known_hosts", "vars")
 
 
 def read_single_host(doc: YamlDocument) -> Inventory:
@@ -46,8 +48,13 @@ def read_single_host(doc: YamlDocument) -> Inventory:
     host_name = name or address or ("localhost" if settings.values.get("connection") == "local" else None)
     if host_name is None:
         raise InputError("missing: say where the host is, e.g. `address: 192.168.1.50`", source, key="address")
-    host, origins = build_host(host_name, [settings, var_layer], [], source, default_address=None)
-    return Inventory(hosts=[host], path=source, group_names=[], origins={host.name: origins})
+    host, origins, setting_origins = build_host(host_name, [settings, var_layer], source)
+    hostvars = {**{key: value for key, value in data.items() if key not in ("name", "vars")}, **variables}
+    groups = {"all": GroupInfo("all", [], ["ungrouped"], [host.name]),
+              "ungrouped": GroupInfo("ungrouped", [host.name], [], [host.name])}
+    return Inventory(hosts=[host], path=source, group_names=[], origins={host.name: origins},
+                     hostvars={host.name: hostvars}, groups=groups,
+                     setting_origins={host.name: setting_origins})
 
 
 def _unknown_key_message(key: object) -> str:

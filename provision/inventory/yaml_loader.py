@@ -141,6 +141,27 @@ def _key_name(loader: LineTrackingLoader, node: Node) -> str | None:
     return str(path[-1]) if path else None
 
 
+VAULT_WAY_OUT = ("Ansible Vault is not supported: decrypt the value (ansible-vault decrypt) and read secrets"
+                 " from the environment instead (`name: !env NAME`)")
+
+
+def _construct_vault(loader: LineTrackingLoader, node: Node) -> None:
+    raise InputError(f"!vault value: {VAULT_WAY_OUT}", loader.source, node.start_mark.line + 1,
+                     _key_name(loader, node))
+
+
+def refuse_vault_file(path: Path) -> None:
+    """InputError when `path` is a whole file encrypted with Ansible Vault (`$ANSIBLE_VAULT;...`)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return
+    if head.startswith(b"$ANSIBLE_VAULT;"):
+        raise InputError(f"this file is encrypted with Ansible Vault. {VAULT_WAY_OUT}", path, 1)
+
+
+LineTrackingLoader.add_constructor("!vault", _construct_vault)
 LineTrackingLoader.add_constructor("!secret", _construct_secret)
 LineTrackingLoader.add_constructor("!env", _construct_env)
 

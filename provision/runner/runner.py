@@ -12,7 +12,7 @@ from provision.connection.base import Connection
 from provision.connection.local import LocalConnection
 from provision.connection.ssh import SSHConnection
 from provision.connection.traced import TracedConnection
-from provision.errors import HostUnreachable, InputError, ProvisionError
+from provision.errors import HostUnreachable, ProvisionError
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.playbook.templating import make_environment
@@ -47,11 +47,13 @@ def connect(host: Host, trust_new_host_keys: bool, trace: Trace | None = None) -
     """Open the connection a host asks for (local, or SSH with host keys checked), traced with -v."""
     conn: Connection
     if host.connection == "local":
-        conn = LocalConnection(host.name, become=host.become).open()
+        conn = LocalConnection(host.name, become=host.become, become_user=host.become_user,
+                               become_password=host.become_password).open()
     else:
         conn = SSHConnection(
             host.name, host.address, port=host.port, user=host.user, key_file=host.key,
-            known_hosts=host.known_hosts, become=host.become, trust_new_host_keys=trust_new_host_keys,
+            known_hosts=host.known_hosts, become=host.become, become_user=host.become_user,
+            become_password=host.become_password, trust_new_host_keys=trust_new_host_keys,
         ).open()
     return TracedConnection(conn, trace.verbosity, trace.say) if trace and trace.verbosity > 0 else conn
 
@@ -121,13 +123,9 @@ class Runner:
         return None
 
     def play_hosts(self, play: Play) -> set[str]:
-        """Names of the hosts a play's pattern matches. A pattern that matches nothing (the site's
-        `office_cache` play on a fleet without such a group) runs the play on no host, as Ansible
-        does ("Could not match supplied host pattern, ignoring")."""
-        try:
-            return {host.name for host in self.inventory.select(play.hosts)}
-        except InputError:
-            return set()
+        """Names of the hosts a play's pattern matches (none: the play is skipped, see
+        `Inventory.play_hosts`)."""
+        return {host.name for host in self.inventory.play_hosts(play.hosts)}
 
     def run_host(self, play: Play, host: Host, env: Any) -> None:
         result = self.results[host.name]

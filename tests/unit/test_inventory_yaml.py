@@ -65,8 +65,13 @@ def test_syntax_error_names_file_and_line(tmp_path: Path, text: str, line: int, 
 
 
 def test_unknown_tag_is_named(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"in.yaml:2: unknown tag '!vault'"):
-        load(tmp_path, "a: 1\nb: !vault xyz\n")
+    with pytest.raises(InputError, match=r"in.yaml:2: unknown tag '!vaults'"):
+        load(tmp_path, "a: 1\nb: !vaults xyz\n")
+
+
+def test_vault_values_are_refused_with_the_way_out(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"in.yaml:2: b: !vault value: Ansible Vault is not supported.*!env"):
+        load(tmp_path, "a: 1\nb: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n")
 
 
 def test_missing_file(tmp_path: Path) -> None:

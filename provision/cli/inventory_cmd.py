@@ -1,0 +1,49 @@
+"""`provision inventory INV [--list | --graph [GROUP] | --host NAME] [--limit P]`: what was resolved.
+
+Like `ansible-inventory`: the hosts, the groups and every variable after precedence (group_vars
+and host_vars next to the inventory and the playbook included), secrets as `***`; no host is
+contacted and no key file needs to exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from provision.cli.commands import EXIT_OK, read_inventory
+from provision.errors import InputError
+from provision.inventory.listing import inventory_graph, inventory_list, plain
+
+
+def add_command(subcommands: Any, add_inventory_sources: Callable[[argparse.ArgumentParser], None]) -> None:
+    parser = subcommands.add_parser("inventory", help="show the hosts, groups and variables as resolved (no contact)")
+    add_inventory_sources(parser)
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--list", action="store_true", help="every group and host variable as JSON (the default)")
+    shown.add_argument("--graph", nargs="?", const="all", metavar="GROUP", help="the group tree (from GROUP)")
+    shown.add_argument("--host", metavar="NAME", help="one host's variables as JSON")
+    parser.add_argument("-l", "--limit", help="Ansible host pattern selecting the hosts shown")
+    parser.add_argument("--playbook", type=Path, default=None,
+                        help="playbook whose folder's group_vars/host_vars apply (default playbooks/site.yaml)")
+    parser.set_defaults(handler=cmd_inventory)
+
+
+def cmd_inventory(args: argparse.Namespace, console: Console) -> int:
+    inventory = read_inventory(args)
+    hosts = inventory.select(args.limit)
+    if args.host:
+        if args.host not in inventory.hostvars:
+            raise InputError(f"no host {args.host!r} in the inventory", inventory.path, key="--host")
+        print(json.dumps(plain(inventory.hostvars[args.host]), indent=4, sort_keys=True))
+    elif args.graph:
+        if args.graph not in inventory.groups:
+            raise InputError(f"no group {args.graph!r} in the inventory", inventory.path, key="--graph")
+        print(inventory_graph(inventory, hosts, args.graph))
+    else:
+        print(json.dumps(inventory_list(inventory, hosts), indent=4, sort_keys=True))
+    return EXIT_OK
