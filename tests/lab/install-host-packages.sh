@@ -13,6 +13,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 fi
+# systemd in every lab host takes inotify instances: at the default 128 per user, 20-odd hosts (or
+# two labs) make a new host's systemd fail at boot ("Too many open files"), its SSH never answering.
+raise_sysctl() {
+  local current
+  current=$(sysctl -n "$1")
+  if [ "$current" -lt "$2" ]; then sysctl -q -w "$1=$2"; fi
+}
+raise_sysctl fs.inotify.max_user_instances 1024
+raise_sysctl fs.inotify.max_user_watches 524288
 if ! docker info >/dev/null 2>&1; then
   # no systemd on CI machines: start dockerd by hand, in its own session so it outlives this script
   echo "starting dockerd (log: /var/log/dockerd.log)"
