@@ -117,7 +117,7 @@ def test_sudo_password_from_the_terminal_and_from_the_environment(lab, sudo_host
     since = host.exec("date '+%Y-%m-%d %H:%M:%S'")[1].strip()
     with ProcessWatch(host) as watch:
         rc, transcript = run_on_a_terminal(["up", str(inventory), "--tags", "docker", "-K",
-                                            "--json", str(tmp_path / "k.json")], password)
+                                            "--json-file", str(tmp_path / "k.json")], password)
     assert rc == 0, transcript
     assert host.exec("systemctl is-active docker")[1].strip() == "active"
     assert "sudo" in "".join(watch.seen) and len(watch.seen) > 3, "the process watch saw the run"
