@@ -175,6 +175,30 @@ def list_plays(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def fact_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Facts as a person reads them: nested mappings as dotted keys (`gpu.0.name`), one row per
+    leaf, yes/no for booleans and "-" for unknown (no Python reprs)."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        items = [(str(index), item) for index, item in enumerate(value)]
+    else:
+        return [(prefix, _fact_text(value))]
+    if not items:
+        return [(prefix, "-")] if prefix else []
+    return [row for key, item in items for row in fact_rows(item, f"{prefix}.{key}" if prefix else str(key))]
+
+
+def _fact_text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(_fact_text(item) for item in value) or "-"
+    return str(value)
+
+
 def cmd_facts(args: argparse.Namespace, console: Console) -> int:
     _, hosts = load_hosts(args)
 
@@ -199,7 +223,7 @@ def cmd_facts(args: argparse.Namespace, console: Console) -> int:
         if isinstance(facts, str):
             table.add_row("error", facts)
         else:
-            for key, value in facts.items():
-                table.add_row(key, json.dumps(value, default=str) if isinstance(value, (list, dict)) else str(value))
+            for key, value in fact_rows(facts):
+                table.add_row(key, value)
         console.print(table)
     return EXIT_FAILED if failed else EXIT_OK

@@ -312,7 +312,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
 
 def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add plan, bench and status to the CLI's subcommands."""
-    plan = subcommands.add_parser("plan", help="per host: does max_model_len fit the GPU, and what would")
+    plan = subcommands.add_parser("plan", help="per host: does max_model_len fit the GPU; the largest that does")
     bench = subcommands.add_parser("bench", help="measure decode tokens/s and judge its stability")
     status = subcommands.add_parser("status", help="per host: GPU, service, release, flag drift, health, metrics")
     for parser in (plan, bench, status):

@@ -47,6 +47,8 @@ from provision.vllm.argv import FlagError, serve_arguments
 
 RELEASE_OP = "vllm_release"
 
+SMOKE_ROLE = "smoke"
+
 
 def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
     """A play running only `roles/ROLE/FILE`, with `play`'s hosts, vars and every role's defaults."""
@@ -84,13 +86,13 @@ def _check_cell(check: dict[str, Any] | None) -> Text:
                 style="green")
 
 
-def smoke_table(runner: Runner, result: Any) -> Table:
+def smoke_table(result: Any) -> Table:
     table = Table(title="SMOKE", title_justify="left")
     for column in ("host", "ready", "text", "vision", "result"):
         table.add_column(column)
     for name, host in result.hosts.items():
-        state = runner.states.get(name)
-        checks = state.registered.get("vllm_smoke") if state else None
+        # the smoke task's own result (a reporting operation's data), not a name registered in YAML
+        checks = next((task.data for task in host.tasks if task.role == SMOKE_ROLE and task.data), None)
         if host.failed or not checks or "smoke" not in checks:
             error = host.error or next((t.error for t in host.tasks if t.error), "") or "not checked"
             table.add_row(Text(name, style="red"), "-", "-", "-", Text(REDACTOR(error)[:160], style="red"))
@@ -102,8 +104,8 @@ def smoke_table(runner: Runner, result: Any) -> Table:
 
 
 def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
-    runner, result = run_task_file(args, console, "smoke", "tasks.yaml", {"smoke_every_run": True})
-    human_console(args, console).print(smoke_table(runner, result))
+    _, result = run_task_file(args, console, SMOKE_ROLE, "tasks.yaml", {"smoke_every_run": True})
+    human_console(args, console).print(smoke_table(result))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

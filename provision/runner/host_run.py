@@ -141,7 +141,7 @@ class PlayOnHost:
         self.register(task, self.registered_value(plan, applied, changed))
         return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK,
                           summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "",
-                          report=op.reports, data=_plain_data(plan.result) if op.reports else {})
+                          report=op.reports, data=_plain_data(_reported(plan, applied)) if op.reports else {})
 
     def validate(self, task: Task, renderer: Renderer) -> Any:
         op = REGISTRY[task.op]
@@ -200,3 +200,8 @@ def _plain_data(result: dict[str, Any]) -> dict[str, Any]:
     """A reporting operation's result for the JSON document: JSON-safe values only, secrets masked."""
     return {k: REDACTOR(v) if isinstance(v, str) else v for k, v in result.items()
             if isinstance(v, str | int | float | bool) or v is None}
+
+
+def _reported(plan: Plan, applied: ApplyResult | None) -> Any:
+    """What a reporting task found: its apply's result when it ran (a smoke check), else its plan's."""
+    return applied.result if applied is not None and applied.result is not None else plan.result

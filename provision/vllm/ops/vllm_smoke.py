@@ -25,6 +25,7 @@ class SmokePlan(Plan):
 class VllmSmokeOperation(Operation):
     name = "vllm_smoke"
     Args = VllmServiceArgs
+    reports = True  # its checks go into the results document; `provision smoke` reads them there
 
     def plan(self, args: VllmServiceArgs, facts: Any, state: str) -> Plan:
         checks = "text and vision" if args.smoke_vision else "text"
