@@ -13,6 +13,7 @@ do, the tools alternating (the order rotates every round) so a busy machine weig
 Prints medians, the ratio tool/provision (median of the per-round ratios) and each CLI's start-up time
 (`--version`, median of 10). The other tools come with `pip install -e '.[bench]'`.
 Usage: benchmarks/noop_rerun.py [--hosts 1,5] [--repeat 5] [--tools provision,pyinfra,ansible-tuned]
+       [--startup-only]
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ def main() -> None:
     parser.add_argument("--hosts", default="1,5", help="host counts to measure (comma-separated)")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per host count (median)")
     parser.add_argument("--tools", default=",".join(EXECUTABLES), help=f"of {', '.join(EXECUTABLES)}")
+    parser.add_argument("--startup-only", action="store_true", help="print the CLIs' start-up times; no lab")
     args = parser.parse_args()
     counts = [int(n) for n in args.hosts.split(",")]
     tools = ["provision"] + [t for t in args.tools.split(",") if t != "provision"]
@@ -184,6 +186,8 @@ def main() -> None:
         if (BIN / name).exists():
             print(f"  {name:17} {startup([str(BIN / name), '--version']) * 1000:5.0f} ms")
     print(f"  {'python -c pass':17} {startup([sys.executable, '-c', 'pass']) * 1000:5.0f} ms")
+    if args.startup_only:
+        return
     work = Path(tempfile.mkdtemp(prefix="plab-bench-", dir="/var/tmp"))
     lab = Lab(work / "lab", log=lambda _: None)
     bench = Bench(work, lab)
