@@ -104,7 +104,7 @@ class Bench:
         return elapsed
 
     def pyinfra(self, inventory: Path, count: int) -> float:
-        elapsed, _ = run([str(BIN / "pyinfra"), "-y", "--quiet", str(self.work / f"pyinfra-{count}.py"),
+        elapsed, _ = run([str(BIN / "pyinfra"), "-y", str(self.work / f"pyinfra-{count}.py"),
                           str(self.work / "deploy.py")], cwd=self.work)
         return elapsed
 
