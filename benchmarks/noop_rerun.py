@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
-"""Converged-rerun cost of the docker site on 1 and on N lab hosts, beside Ansible doing the same.
+"""Converged-rerun cost of the docker role on 1 and on N lab hosts, beside pyinfra and ansible-core.
 
-Starts its own lab, converges the hosts once, then times reruns that have nothing to do:
-  - `provision up` (wall time, and remote round trips per host from the results document);
-  - `ansible-playbook` with the equivalent tasks (apt present, directory, daemon.json, service),
-    when ansible-core is installed (`pip install ansible-core`), as the comparison run.
-Prints a table and the ratio ansible/provision. Usage: benchmarks/noop_rerun.py [--hosts 1,10] [--repeat 3]
+Starts its own lab, converges the hosts once with `provision up --tags docker`, gives each other tool
+one warm-up run (ansible installs python3-apt on its first), then times reruns that have nothing to
+do, the tools alternating (the order rotates every round) so a busy machine weighs on all alike:
+  - `provision up` (wall time; remote round trips per host from the results document; changed must be 0);
+  - `pyinfra` with the same state (directory, daemon.json, docker.io present, docker enabled+running);
+  - `ansible-playbook` with the same tasks, tuned (pipelining, no fact gathering, forks = hosts) and
+    with its defaults (fact gathering, no pipelining, 5 forks); each run cold (its own ControlPath
+    folder, so no SSH master survives from the previous run, as none does for provision); its recap
+    must say changed=0.
+Prints medians, the ratio tool/provision (median of the per-round ratios) and each CLI's start-up time
+(`--version`, median of 10). The other tools come with `pip install -e '.[bench]'`.
+Usage: benchmarks/noop_rerun.py [--hosts 1,5] [--repeat 5] [--tools provision,pyinfra,ansible-tuned]
+       [--startup-only]
 """
 
 from __future__ import annotations
@@ -13,12 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,61 +36,161 @@ sys.path.insert(0, str(REPO))
 
 from tests.lab import Lab  # noqa: E402
 
+BIN = Path(sys.executable).parent
+EXECUTABLES = {"provision": "provision", "pyinfra": "pyinfra", "ansible-tuned": "ansible-playbook",
+               "ansible-default": "ansible-playbook"}
+
 ANSIBLE_PLAYBOOK = """
 - hosts: all
-  gather_facts: false
+  gather_facts: {gather}
   tasks:
     - name: /etc/docker
-      file: {path: /etc/docker, state: directory, mode: "0755"}
+      file: {{path: /etc/docker, state: directory, mode: "0755"}}
     - name: daemon.json
-      copy: {dest: /etc/docker/daemon.json, content: "{{ lookup('file', 'daemon.json') }}\\n"}
+      copy: {{dest: /etc/docker/daemon.json, content: "{{{{ lookup('file', 'daemon.json') }}}}\\n"}}
     - name: docker.io installed
-      apt: {name: docker.io, state: present}
+      apt: {{name: docker.io, state: present}}
     - name: docker running
-      service: {name: docker, state: started, enabled: true}
+      service: {{name: docker, state: started, enabled: true}}
+"""
+
+PYINFRA_DEPLOY = """
+from io import StringIO
+from pathlib import Path
+
+from pyinfra.operations import apt, files, systemd
+
+files.directory(name="/etc/docker", path="/etc/docker", mode="755")
+files.put(name="daemon.json", src=StringIO(Path(__file__).with_name("daemon.json").read_text() + "\\n"),
+          dest="/etc/docker/daemon.json")
+apt.packages(name="docker.io installed", packages=["docker.io"])
+systemd.service(name="docker running", service="docker", running=True, enabled=True)
 """
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> float:
+def run(argv: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> tuple[float, str]:
+    """Wall time and stdout of a command that must succeed."""
     started = time.monotonic()
     done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     elapsed = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return elapsed
+    return elapsed, done.stdout
 
 
-def provision_rerun(inventory: Path, results: Path) -> tuple[float, float]:
-    elapsed = timed([sys.executable, "-m", "provision", "up", str(inventory), "--tags", "docker",
-                     "--json-file", str(results)])
-    document = json.loads(results.read_text())
-    changed = sum(h["changed"] for h in document["hosts"].values())
-    if changed:
-        raise SystemExit(f"the rerun changed {changed} tasks: not converged")
-    trips = statistics.mean(h["round_trips"] for h in document["hosts"].values())
-    return elapsed, trips
+def startup(argv: list[str], runs: int = 10) -> float:
+    """Median wall time of `argv` (a `--version`), after one untimed run."""
+    run(argv)
+    return statistics.median(run(argv)[0] for _ in range(runs))
 
 
-def ansible_rerun(work: Path, inventory: Path, hosts) -> float | None:
-    if shutil.which("ansible-playbook") is None:
-        return None
-    host = hosts[0]
-    daemon_json = host.exec("cat /etc/docker/daemon.json")[1].rstrip("\n")
-    (work / "daemon.json").write_text(daemon_json)
-    (work / "site.yml").write_text(ANSIBLE_PLAYBOOK)
-    env = {"ANSIBLE_PIPELINING": "False", "ANSIBLE_SSH_ARGS": f"-o UserKnownHostsFile={work / 'known_hosts'}",
-           "ANSIBLE_FORKS": "10", "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3"}
-    return timed(["ansible-playbook", "-i", str(inventory), str(work / "site.yml")], env=env, cwd=work)
+class Bench:
+    """One lab, one inventory per host count; each tool's converged rerun as a timed callable."""
+
+    def __init__(self, work: Path, lab: Lab) -> None:
+        self.work = work
+        self.lab = lab
+        self.trips: dict[int, float] = {}
+
+    def provision(self, inventory: Path, count: int) -> float:
+        results = self.work / "results.json"
+        argv = [str(BIN / "provision"), "up", str(inventory), "--tags", "docker", "--json-file", str(results)]
+        elapsed, _ = run(argv)
+        hosts = json.loads(results.read_text())["hosts"].values()
+        changed = sum(h["changed"] for h in hosts)
+        if changed:
+            raise SystemExit(f"the provision rerun changed {changed} tasks: not converged")
+        self.trips[count] = statistics.mean(h["round_trips"] for h in hosts)
+        return elapsed
+
+    def pyinfra(self, inventory: Path, count: int) -> float:
+        elapsed, _ = run([str(BIN / "pyinfra"), "-y", str(self.work / f"pyinfra-{count}.py"),
+                          str(self.work / "deploy.py")], cwd=self.work)
+        return elapsed
+
+    def ansible(self, inventory: Path, count: int, tuned: bool) -> float:
+        control = Path(tempfile.mkdtemp(prefix="cp-", dir=self.work))  # cold: no master from the last run
+        env = {"ANSIBLE_PIPELINING": str(tuned), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control),
+               "ANSIBLE_SSH_ARGS": f"-C -o ControlMaster=auto -o ControlPersist=60s "
+                                   f"-o UserKnownHostsFile={self.work / 'known_hosts'}",
+               "ANSIBLE_FORKS": str(max(count, 5) if tuned else 5), "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3"}
+        playbook = self.work / ("tuned.yml" if tuned else "default.yml")
+        elapsed, out = run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)], env=env, cwd=self.work)
+        changed = [int(n) for n in re.findall(r"changed=(\d+)", out)]
+        if len(changed) != count or any(changed):
+            raise SystemExit(f"ansible's rerun was not converged:\n{out[-2000:]}")
+        shutil.rmtree(control, ignore_errors=True)
+        return elapsed
+
+    def runners(self) -> dict[str, Callable[[Path, int], float]]:
+        return {"provision": self.provision, "pyinfra": self.pyinfra,
+                "ansible-tuned": lambda inv, n: self.ansible(inv, n, tuned=True),
+                "ansible-default": lambda inv, n: self.ansible(inv, n, tuned=False)}
+
+    def write_tool_files(self, hosts, count: int) -> None:
+        """daemon.json as provision wrote it, the pyinfra inventory of `count` hosts, the playbooks."""
+        daemon_json = hosts[0].exec("cat /etc/docker/daemon.json")[1].rstrip("\n")
+        (self.work / "daemon.json").write_text(daemon_json)
+        (self.work / "deploy.py").write_text(PYINFRA_DEPLOY)
+        (self.work / "tuned.yml").write_text(ANSIBLE_PLAYBOOK.format(gather="false"))
+        (self.work / "default.yml").write_text(ANSIBLE_PLAYBOOK.format(gather="true"))
+        data = {"ssh_user": "root", "ssh_key": str(self.lab.key_file), "ssh_hostname": "127.0.0.1",
+                "ssh_known_hosts_file": str(self.work / "known_hosts"), "ssh_strict_host_key_checking": "yes"}
+        entries = ", ".join(f"({h.name!r}, {{**DATA, 'ssh_port': {h.ssh_port}}})" for h in hosts[:count])
+        (self.work / f"pyinfra-{count}.py").write_text(f"DATA = {data!r}\nhosts = [{entries}]\n")
+
+
+def measure(bench: Bench, inventory: Path, count: int, tools: list[str], repeat: int) -> dict[str, list[float]]:
+    """Each tool's rerun times, `repeat` rounds, the order rotating every round."""
+    runners = bench.runners()
+    for tool in tools:  # warm-up: converge what the tool itself considers its state
+        runners[tool](inventory, count)
+    times: dict[str, list[float]] = {tool: [] for tool in tools}
+    for round_number in range(repeat):
+        shift = round_number % len(tools)
+        for tool in tools[shift:] + tools[:shift]:
+            times[tool].append(runners[tool](inventory, count))
+    return times
+
+
+def report(rows: list[tuple[int, dict[str, list[float]], float]], tools: list[str]) -> None:
+    header = f"{'hosts':>5}  {'trips/host':>10}" + "".join(f"  {tool:>22}" for tool in tools)
+    print(header)
+    for count, times, trips in rows:
+        cells = []
+        for tool in tools:
+            median = statistics.median(times[tool])
+            if tool == "provision":
+                cells.append(f"{median:8.2f} s{'':>13}")
+            else:
+                ratio = statistics.median(t / p for t, p in zip(times[tool], times["provision"], strict=True))
+                cells.append(f"{median:8.2f} s ({ratio:5.2f}x)")
+        print(f"{count:>5}  {trips:10.1f}" + "".join(f"  {cell:>22}" for cell in cells))
+    print("(x: that tool's time / provision's, median of the per-round ratios; >1 means provision is faster)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", default="1,10", help="host counts to measure (comma-separated)")
-    parser.add_argument("--repeat", type=int, default=3, help="reruns timed per measurement (median)")
+    parser.add_argument("--hosts", default="1,5", help="host counts to measure (comma-separated)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds per host count (median)")
+    parser.add_argument("--tools", default=",".join(EXECUTABLES), help=f"of {', '.join(EXECUTABLES)}")
+    parser.add_argument("--startup-only", action="store_true", help="print the CLIs' start-up times; no lab")
     args = parser.parse_args()
     counts = [int(n) for n in args.hosts.split(",")]
+    tools = ["provision"] + [t for t in args.tools.split(",") if t != "provision"]
+    missing = [t for t in tools if not (BIN / EXECUTABLES[t]).exists()]
+    if missing:
+        raise SystemExit(f"not installed beside this Python: {', '.join(missing)} (pip install -e '.[bench]')")
+    print("start-up, `--version`, median of 10:")
+    for name in dict.fromkeys(EXECUTABLES[t] for t in tools):
+        if (BIN / name).exists():
+            print(f"  {name:17} {startup([str(BIN / name), '--version']) * 1000:5.0f} ms")
+    print(f"  {'python -c pass':17} {startup([sys.executable, '-c', 'pass']) * 1000:5.0f} ms")
+    if args.startup_only:
+        return
     work = Path(tempfile.mkdtemp(prefix="plab-bench-", dir="/var/tmp"))
     lab = Lab(work / "lab", log=lambda _: None)
+    bench = Bench(work, lab)
     rows = []
     try:
         lab.start()
@@ -89,21 +199,15 @@ def main() -> None:
         for count in counts:
             inventory = lab.write_inventory(work / f"inventory-{count}.yaml", hosts[:count],
                                             docker_insecure_registries=[registry])
-            timed([sys.executable, "-m", "provision", "up", str(inventory), "--tags", "docker"])  # converge
-            reruns = [provision_rerun(inventory, work / "results.json") for _ in range(args.repeat)]
-            ours = statistics.median(r[0] for r in reruns)
-            trips = reruns[0][1]
-            theirs_runs = [ansible_rerun(work, inventory, hosts) for _ in range(args.repeat)]
-            theirs = statistics.median(theirs_runs) if None not in theirs_runs else None
-            rows.append((count, ours, trips, theirs))
+            run([str(BIN / "provision"), "up", str(inventory), "--tags", "docker"])  # converge
+            bench.write_tool_files(hosts, count)
+            times = measure(bench, inventory, count, tools, args.repeat)
+            rows.append((count, times, bench.trips[count]))
+            print(f"{count} hosts: " + json.dumps({t: [round(x, 3) for x in v] for t, v in times.items()}), flush=True)
     finally:
         lab.down()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'hosts':>5}  {'provision rerun s':>17}  {'round trips/host':>16}  {'ansible rerun s':>15}  {'ratio':>6}")
-    for count, ours, trips, theirs in rows:
-        ratio = f"{theirs / ours:5.1f}x" if theirs else "   n/a"
-        theirs_text = f"{theirs:15.2f}" if theirs else f"{'not installed':>15}"
-        print(f"{count:>5}  {ours:17.2f}  {trips:16.1f}  {theirs_text}  {ratio:>6}")
+    report(rows, tools)
 
 
 if __name__ == "__main__":

@@ -94,15 +94,6 @@ def ask_become_password(hosts: list[Host]) -> None:
         if host.become and host.become_password is None:
             host.become_password = password
 
-def add_json_arguments(parser: argparse.ArgumentParser, document: bool = False) -> None:
-    """`--json` means one thing in every command: the command's result as JSON on stdout (progress on
-    stderr). Commands that produce a results document also take `--json-file PATH`."""
-    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout (progress on stderr)")
-    if document:
-        parser.add_argument("--json-file", type=Path, dest="json_path", metavar="PATH",
-                            help="also write the results document (per host and task) to PATH")
-
-
 def human_console(args: argparse.Namespace, console: Console) -> Console:
     """Where tables and progress go: stderr when stdout carries the --json document."""
     return Console(stderr=True) if getattr(args, "json", False) else console

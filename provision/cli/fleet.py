@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -26,7 +25,6 @@ from provision.cli.cache_status import cache_hosts, cache_row, cache_table
 from provision.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
-    add_json_arguments,
     human_console,
     load_hosts,
     playbook_of,
@@ -308,29 +306,3 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         if caches:
             console.print(cache_table(caches))
     return EXIT_OK if all(row["reachable"] and "error" not in row for row in rows.values()) else EXIT_FAILED
-
-
-def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Add plan, bench and status to the CLI's subcommands."""
-    plan = subcommands.add_parser("plan", help="per host: does max_model_len fit the GPU; the largest that does")
-    bench = subcommands.add_parser("bench", help="measure decode tokens/s and judge its stability")
-    status = subcommands.add_parser("status", help="per host: GPU, service, release, flag drift, health, metrics")
-    for parser in (plan, bench, status):
-        add_inventory_arguments(parser)
-        parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-    add_json_arguments(plan)
-    plan.set_defaults(handler=cmd_plan)
-    defaults = BenchSettings()
-    bench.add_argument("--runs", type=int, default=defaults.runs, help="measured runs after one warm-up (10)")
-    bench.add_argument("--max-tokens", type=int, default=defaults.max_tokens, help="tokens per run, forced (2000)")
-    bench.add_argument("--concurrency", type=int, default=defaults.concurrency, help="requests at a time (1)")
-    bench.add_argument("--max-range-percent", type=float, default=defaults.thresholds.max_range_percent,
-                       help="fail when max - min exceeds this percentage of the mean (10)")
-    bench.add_argument("--max-cv-percent", type=float, default=defaults.thresholds.max_cv_percent,
-                       help="fail when the coefficient of variation exceeds this (5)")
-    bench.add_argument("--cluster-gap-percent", type=float, default=defaults.thresholds.cluster_gap_percent,
-                       help="runs further apart than this percentage of the median form separate clusters (20)")
-    add_json_arguments(bench, document=True)
-    bench.set_defaults(handler=cmd_bench)
-    add_json_arguments(status)
-    status.set_defaults(handler=cmd_status)

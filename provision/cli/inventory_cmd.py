@@ -9,28 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from provision.cli.commands import EXIT_OK, read_inventory
 from provision.errors import InputError
 from provision.inventory.listing import inventory_graph, inventory_list, plain
-
-
-def add_command(subcommands: Any, add_inventory_sources: Callable[[argparse.ArgumentParser], None]) -> None:
-    parser = subcommands.add_parser("inventory", help="show the hosts, groups and variables as resolved (no contact)")
-    add_inventory_sources(parser)
-    shown = parser.add_mutually_exclusive_group()
-    shown.add_argument("--list", action="store_true", help="every group and host variable as JSON (the default)")
-    shown.add_argument("--graph", nargs="?", const="all", metavar="GROUP", help="the group tree (from GROUP)")
-    shown.add_argument("--host", metavar="NAME", help="one host's variables as JSON")
-    parser.add_argument("-l", "--limit", help="Ansible host pattern selecting the hosts shown")
-    parser.add_argument("--playbook", type=Path, default=None,
-                        help="playbook whose folder's group_vars/host_vars apply (default playbooks/site.yaml)")
-    parser.set_defaults(handler=cmd_inventory)
 
 
 def cmd_inventory(args: argparse.Namespace, console: Console) -> int:

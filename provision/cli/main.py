@@ -1,5 +1,8 @@
 """Parse arguments, load inputs (before any host is touched), run, print, exit with a status.
 
+Start-up imports only argparse and the argument definitions; the chosen command's module (and with it
+rich, pydantic, paramiko, jinja2) is imported after parsing, so `--version` and `--help` are instant.
+
 Exit status: 0 every host ok, 1 a host failed or was unreachable (or the rollout stopped),
 2 usage or input error (nothing on any host was changed).
 """
@@ -9,18 +12,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from rich.console import Console
-
 from provision import __version__, content
-from provision.cli import commands, fleet, inventory_cmd, models, serving, variables
+from provision.cli import arguments
+from provision.cli.arguments import add_json_arguments, handler_of
 from provision.errors import InputError, ProvisionError
 from provision.secrets import REDACTOR
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
-Command = Callable[[argparse.Namespace, Console], int]
 
 
 class VersionAction(argparse.Action):
@@ -73,32 +73,34 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--serial", help="batch sizes: a number, a percentage, or a ramp like 1,25%%,100%%")
     up.add_argument("--max-fail-percent", type=float, default=None,
                     help="stop the rollout when more than this percentage of a batch fails")
-    commands.add_json_arguments(up, document=True)
+    add_json_arguments(up, document=True)
     up.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on; run nothing")
     up.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run; run nothing")
-    up.set_defaults(handler=commands.cmd_up)
+    up.set_defaults(handler="provision.cli.commands:cmd_up")
 
     facts = subcommands.add_parser("facts", help="gather and print each host's facts")
     add_inventory_arguments(facts)
-    commands.add_json_arguments(facts)
-    facts.set_defaults(handler=commands.cmd_facts)
+    add_json_arguments(facts)
+    facts.set_defaults(handler="provision.cli.commands:cmd_facts")
 
-    inventory_cmd.add_command(subcommands, add_inventory_sources)
-    serving.add_commands(subcommands, add_inventory_arguments)
-    fleet.add_commands(subcommands, add_inventory_arguments)
-    variables.add_commands(subcommands, add_inventory_arguments)
-    models.add_commands(subcommands, add_inventory_arguments)
+    arguments.add_inventory_command(subcommands, add_inventory_sources)
+    arguments.add_serving_commands(subcommands, add_inventory_arguments)
+    arguments.add_fleet_commands(subcommands, add_inventory_arguments)
+    arguments.add_variables_command(subcommands, add_inventory_arguments)
+    arguments.add_models_command(subcommands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     # paramiko logs every failed attempt with a traceback; retries and errors are reported by us
     logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
+    from rich.console import Console  # after parsing: --help and usage errors need none of it
+
     console = Console(stderr=False)
     errors = Console(stderr=True)
-    args = build_parser().parse_args(argv)
     try:
-        return args.handler(args, console)
+        return handler_of(args)(args, console)
     except InputError as error:
         errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False, soft_wrap=True)
         return EXIT_INPUT

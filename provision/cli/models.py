@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands import EXIT_OK, add_json_arguments, roles_of
+from provision.cli.commands import EXIT_OK, roles_of
 from provision.errors import InputError
 from provision.settings import load_specs, profiles
 from provision.settings.sources import RoleDefaults
@@ -88,11 +87,3 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     console.print("green: the profile's max_model_len fits that GPU; red: set max_model_len to at most the figure "
                   "(or auto).", highlight=False)
     return EXIT_OK
-
-
-def add_commands(subcommands: Any, _: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Add `models` to the CLI's subcommands."""
-    models = subcommands.add_parser("models", help="the model profiles and the context each fits on each known GPU")
-    models.add_argument("--roles-path", type=Path, default=None, help="roles folder (default ./roles, else shipped)")
-    add_json_arguments(models)
-    models.set_defaults(handler=cmd_models)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from provision import content
 from provision.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
-    add_json_arguments,
     human_console,
     inventory_sources,
     load_hosts,
@@ -154,23 +152,3 @@ def cmd_render(args: argparse.Namespace, console: Console) -> int:
         for argument in argv:
             console.print(REDACTOR(argument), highlight=False, markup=False, soft_wrap=True)
     return EXIT_OK
-
-
-def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Add smoke, rollback and render to the CLI's subcommands."""
-    smoke = subcommands.add_parser("smoke", help="wait for the model server, then the text and vision smoke checks")
-    rollback = subcommands.add_parser("rollback", help="serve the previous release again (checked)")
-    for parser, handler in ((smoke, cmd_smoke), (rollback, cmd_rollback)):
-        add_inventory_arguments(parser)
-        parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-        add_json_arguments(parser, document=True)
-        parser.set_defaults(handler=handler)
-    render = subcommands.add_parser("render", help="print each host's `vllm serve` arguments, one a line")
-    render.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
-    render.add_argument("-l", "--limit", help="hosts or groups (comma-separated, globs, !exclude)")
-    render.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a variable (also @file.yaml or a JSON mapping); repeatable")
-    render.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-    render.add_argument("--roles-path", type=Path, default=None, help="roles folder (default ./roles, else shipped)")
-    add_json_arguments(render)
-    render.set_defaults(handler=cmd_render)

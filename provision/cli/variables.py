@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -19,7 +17,6 @@ from rich.table import Table
 from provision import content
 from provision.cli.commands import (
     EXIT_OK,
-    add_json_arguments,
     inventory_sources,
     playbook_of,
     roles_of,
@@ -80,13 +77,3 @@ def cmd_vars(args: argparse.Namespace, console: Console) -> int:
             table.add_row(variable, REDACTOR(text), row["from"])
         console.print(table)
     return EXIT_OK
-
-
-def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Add `vars` to the CLI's subcommands."""
-    variables = subcommands.add_parser("vars", help="every effective variable of each host, and where it was set")
-    add_inventory_arguments(variables)
-    variables.add_argument("--host", help="only this host")
-    variables.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
-    add_json_arguments(variables)
-    variables.set_defaults(handler=cmd_vars)

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from provision.connection.base import Connection
 from provision.errors import CommandFailed, HostUnreachable, ProvisionError, TaskFailed
-from provision.facts.gather import gather_facts
+from provision.facts.gather import facts_from, gather_facts
 from provision.facts.model import HostFacts
+from provision.facts.parse import probe_script
 from provision.ops import REGISTRY
 from provision.ops.base import ApplyContext, ApplyResult, Plan
 from provision.playbook.model import Play, Task
@@ -90,14 +91,25 @@ class PlayOnHost:
 
     def run(self) -> bool:
         """Run all tasks, then the handlers; False when the host failed."""
-        if self.state.facts is None:
-            self.state.facts = gather_facts(self.state.connection())
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
+        if self.state.facts is None:
+            self.gather_facts_and_states(tasks)
         for index, task in enumerate(tasks):
             if not self.run_task(task, tasks[index + 1:]):
                 return False
         handlers = [h for h in self.play.handlers if h.name in self.notified]
         return all(self.run_task(handler, handlers[index + 1:]) for index, handler in enumerate(handlers))
+
+    def gather_facts_and_states(self, tasks: list[Task]) -> None:
+        """Facts and the state of every task that renders without them, in one round trip.
+
+        A task whose arguments or `when` read facts fails to render here (StrictUndefined) and is
+        probed later at its turn; probes are cached by snippet text, so a snippet rendered here is
+        only ever used by a task that renders to the same text with the real facts.
+        """
+        facts_probe = probe_script()
+        self.cache.fill(self.state.connection(), [facts_probe, *self.probe_ahead(tasks)])
+        self.state.facts = facts_from(self.cache.get(facts_probe), self.state.name)
 
     def run_task(self, task: Task, following: list[Task]) -> bool:
         self.reporter.task_started(self.state.name, task.name)

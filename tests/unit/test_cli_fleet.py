@@ -38,6 +38,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def with_facts(monkeypatch: pytest.MonkeyPatch, fixture: str) -> None:
     """The local host 'has' the GPU of a recorded facts probe."""
     facts = parse_probe((FACTS / fixture).read_text())
+    monkeypatch.setattr(host_run, "facts_from", lambda *_: facts)
     monkeypatch.setattr(host_run, "gather_facts", lambda conn: facts)
 
 

@@ -94,12 +94,30 @@ def test_check_predicts_the_run_and_changes_nothing(project: Path):
     assert (target / "reloads").read_text() == "reloaded\n"
 
 
-def test_rerun_changes_nothing_in_two_round_trips(project: Path):
+def test_rerun_changes_nothing_in_one_round_trip(project: Path):
     run(project)
     again = run(project)
     assert again["changed"] == 0 and again["failed"] == 0
     assert again["ok"] == 4
-    # one for the facts, one for every task's state
+    # the facts and every task's state in one script
+    assert again["round_trips"] == 1
+
+
+def test_a_task_that_reads_facts_is_probed_at_its_turn_with_the_real_facts(project: Path):
+    write(project / "roles/extra/tasks.yaml", """
+        - name: marker
+          command: {cmd: "touch {{ target }}/marker", creates: "{{ target }}/marker"}
+        - name: named by the facts
+          file: {dest: "{{ target }}/os-{{ facts.os.id }}", content: "x\\n"}
+    """)
+    run(project)
+    # the local connection's facts are this machine's
+    os_id = next(line.split("=", 1)[1].strip().strip('"') for line in Path("/etc/os-release").read_text().splitlines()
+                 if line.startswith("ID="))
+    assert [p.name for p in (project / "target").glob("os-*")] == [f"os-{os_id}"]
+    again = run(project)
+    assert again["changed"] == 0
+    # one for the facts and the tasks that need none, one for the task that reads facts
     assert again["round_trips"] == 2
 
 
