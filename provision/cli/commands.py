@@ -25,7 +25,7 @@ from provision.playbook.model import Play
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
 from provision.runner.results import RunResult
-from provision.runner.runner import RunConfig, Runner, connect
+from provision.runner.runner import RunConfig, Runner, Timeouts, connect
 from provision.secrets import REDACTOR
 from provision.settings import load_specs, validate_hosts
 
@@ -77,6 +77,16 @@ def add_json_arguments(parser: argparse.ArgumentParser, document: bool = False) 
                             help="also write the results document (per host and task) to PATH")
 
 
+def add_wait_lock_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait-lock", type=float, default=0, metavar="SECONDS", dest="wait_lock",
+                        help="when another run holds a host, wait up to this long for it (default: refuse at once)")
+
+
+def timeouts_of(args: argparse.Namespace) -> Timeouts:
+    """The connect, per-command and silence timeouts a command was given (every command takes them)."""
+    return Timeouts(connect_s=args.connect_timeout, command_s=args.command_timeout, silent_s=args.silent_timeout)
+
+
 def human_console(args: argparse.Namespace, console: Console) -> Console:
     """Where tables and progress go: stderr when stdout carries the --json document."""
     return Console(stderr=True) if getattr(args, "json", False) else console
@@ -101,6 +111,8 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         limit=args.limit,
         extra_vars=extra_vars,
         trust_new_host_keys=args.trust_new_host_keys,
+        timeouts=timeouts_of(args),
+        wait_lock_s=args.wait_lock,
         options=RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags)),
     )
     human = human_console(args, console)
@@ -120,7 +132,7 @@ def cmd_facts(args: argparse.Namespace, console: Console) -> int:
 
     def gather(host: Host) -> tuple[str, dict | str]:
         try:
-            conn = connect(host, args.trust_new_host_keys)
+            conn = connect(host, args.trust_new_host_keys, timeouts_of(args))
             try:
                 return host.name, asdict(gather_facts(conn))
             finally:

@@ -30,6 +30,7 @@ from provision.cli.commands import (
     load_hosts,
     playbook_of,
     plays_of,
+    timeouts_of,
 )
 from provision.cli.output import ConsoleReporter
 from provision.cli.serving import rendered_of, serving_play, task_file_play
@@ -89,7 +90,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     inventory, _ = load_hosts(args)
     play = task_file_play(serving_play(plays_of(args), playbook_of(args), PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
-                       extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True))
+                       extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True),
+                       timeouts=timeouts_of(args))
     # with --json the progress lines go to stderr, so stdout is the document alone
     with ConsoleReporter(Console(stderr=True) if args.json else console) as reporter:
         runner = Runner(inventory, config, reporter)
@@ -140,7 +142,7 @@ def on_each_host(args: argparse.Namespace, hosts: list[Host],
 
 
 def run_on(host: Host, args: argparse.Namespace, script: str, timeout: float | None) -> tuple[int, str, str]:
-    conn = connect(host, args.trust_new_host_keys)
+    conn = connect(host, args.trust_new_host_keys, timeouts_of(args))
     try:
         done = conn.run(script, sudo=True, timeout=timeout)
         return done.rc, done.stdout, done.stderr

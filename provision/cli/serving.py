@@ -24,11 +24,13 @@ from provision.cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
     add_json_arguments,
+    add_wait_lock_argument,
     human_console,
     load_hosts,
     playbook_of,
     plays_of,
     roles_of,
+    timeouts_of,
     validated_inventory,
     write_document,
 )
@@ -60,11 +62,12 @@ def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
 
 
 def run_task_file(args: argparse.Namespace, console: Console, role_name: str, file_name: str,
-                  extra: dict[str, Any]) -> tuple[Runner, Any]:
+                  extra: dict[str, Any], lock: bool = False) -> tuple[Runner, Any]:
     inventory, _ = load_hosts(args)
     play = task_file_play(serving_play(plays_of(args), playbook_of(args)), role_name, file_name)
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
-                       extra_vars={**parse_extra_vars(args.extra_vars), **extra})
+                       extra_vars={**parse_extra_vars(args.extra_vars), **extra}, timeouts=timeouts_of(args),
+                       lock=lock, wait_lock_s=getattr(args, "wait_lock", 0))
     with ConsoleReporter(human_console(args, console)) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
@@ -105,7 +108,7 @@ def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
-    _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {})
+    _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {}, lock=True)
     human_console(args, console).print(recap_table(result))
     return EXIT_OK if result.ok else EXIT_FAILED
 
@@ -160,6 +163,7 @@ def add_commands(subcommands: Any, add_inventory_arguments: Callable[[argparse.A
         parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
         add_json_arguments(parser, document=True)
         parser.set_defaults(handler=handler)
+    add_wait_lock_argument(rollback)
     render = subcommands.add_parser("render", help="print each host's `vllm serve` arguments, one a line")
     render.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
     render.add_argument("-l", "--limit", help="hosts or groups (comma-separated, globs, !exclude)")

@@ -19,7 +19,7 @@ from fabric import Config
 from fabric import Connection as FabricConnection
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
-from provision.connection.base import RunResult, checked, wrap_script
+from provision.connection.base import LineStream, RunResult, checked, wrap_script
 from provision.errors import HostKeyRefused, HostUnreachable
 from provision.ops.base import Command
 
@@ -78,12 +78,16 @@ class SSHConnection:
         trust_new_host_keys: bool = False,
         connect_timeout: float = 10,
         connect_attempts: int = 4,
+        keepalive_s: int = 5,
+        command_timeout_s: float | None = None,
     ) -> None:
         self.host_name = host_name
         self.round_trips = 0
         self._become = become
         self._trust_new = trust_new_host_keys
         self._connect_attempts = connect_attempts
+        self._keepalive_s = keepalive_s
+        self._command_timeout_s = command_timeout_s
         connect_kwargs: dict[str, object] = {"banner_timeout": connect_timeout, "auth_timeout": connect_timeout}
         if key_file:
             connect_kwargs["key_filename"] = [str(key_file)]
@@ -121,6 +125,9 @@ class SSHConnection:
             cause = error.last_attempt.exception()
             raise HostUnreachable(f"{self.host_name}: cannot connect to {self._fabric.host}:"
                                   f"{self._fabric.port} after {self._connect_attempts} attempts: {cause}") from cause
+        transport = self._fabric.client.get_transport()
+        if transport is not None and self._keepalive_s:
+            transport.set_keepalive(self._keepalive_s)
         self.round_trips += 1
         return self
 
@@ -156,10 +163,23 @@ class SSHConnection:
         channel.exec_command("sudo -n -H -- bash -s" if as_root else "bash -s")
         channel.sendall(wrap_script(script, data, env).encode())
         channel.shutdown_write()
-        return _collect(channel, timeout, on_output)
+        return _collect(channel, timeout or self._command_timeout_s, on_output)
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         return checked(self, command, check)
+
+    def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
+        """Start a long-running script on its own channel (as run does) and return its stdout lines as
+        they come; closing the stream closes the channel, and the script's next write fails (EPIPE)."""
+        transport = self._fabric.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostUnreachable(f"{self.host_name}: connection lost")
+        channel = transport.open_session()
+        as_root = sudo and self._become and not self._is_root
+        channel.exec_command("sudo -n -H -- bash -s" if as_root else "bash -s")
+        channel.sendall(wrap_script(script, None, env).encode())
+        channel.shutdown_write()
+        return LineStream(channel.makefile("r"), channel.close)
 
     def close(self) -> None:
         self._fabric.close()
@@ -194,6 +214,8 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
             progressed = True
         if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
             break
+        if channel.closed:  # the transport went away under us (closed by the silence watchdog, or reset)
+            raise HostUnreachable("the connection was lost while a command ran")
         if deadline and time.monotonic() > deadline:
             channel.close()
             return RunResult(out.decode(errors="replace"), err.decode(errors="replace") + "\n(timed out)", -1)

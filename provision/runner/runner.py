@@ -18,8 +18,18 @@ from provision.runner.batches import batches, too_many_failed
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.results import HostResult, RunResult
+from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
 from provision.settings.profiles import profile_layer
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a host may take: to connect, to run one command, to stay silent mid-run."""
+
+    connect_s: float = 10
+    command_s: float = 7200  # a command without its own timeout (an operation's downloads set theirs)
+    silent_s: float = 20     # no run-lock beat for this long: the host is reported unreachable
 
 
 @dataclass
@@ -31,15 +41,20 @@ class RunConfig:
     extra_vars: dict[str, Any] = field(default_factory=dict)
     trust_new_host_keys: bool = False
     options: RunOptions = field(default_factory=RunOptions)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    lock: bool | None = None  # take the run lock on each host (None: unless in check mode)
+    wait_lock_s: float = 0
 
 
-def connect(host: Host, trust_new_host_keys: bool) -> Connection:
+def connect(host: Host, trust_new_host_keys: bool, timeouts: Timeouts | None = None) -> Connection:
     """Open the connection a host asks for (local, or SSH with host keys checked)."""
     if host.connection == "local":
         return LocalConnection(host.name, become=host.become).open()
+    timeouts = timeouts or Timeouts()
     return SSHConnection(
         host.name, host.address, port=host.port, user=host.user, key_file=host.key,
         known_hosts=host.known_hosts, become=host.become, trust_new_host_keys=trust_new_host_keys,
+        connect_timeout=timeouts.connect_s, command_timeout_s=timeouts.command_s,
     ).open()
 
 
@@ -63,10 +78,15 @@ class Runner:
 
     def run(self, plays: list[Play]) -> RunResult:
         selected = self.inventory.select(self.config.limit)
+        config = self.config
+        locking = config.lock if config.lock is not None else not config.options.check
         for host in selected:
             self.results[host.name] = HostResult(host.name)
-            trust = self.config.trust_new_host_keys
-            self.states[host.name] = HostState(host.name, connect=lambda h=host, t=trust: connect(h, t))
+            state = HostState(host.name, connect=lambda h=host: connect(h, config.trust_new_host_keys, config.timeouts))
+            if locking:
+                state.lock = RunLock(host.name, wait_s=config.wait_lock_s, silent_after_s=config.timeouts.silent_s,
+                                     progress=lambda text, n=host.name: self.reporter.progress(n, text, None, None))
+            self.states[host.name] = state
         aborted = None
         try:
             for play in plays:
@@ -75,8 +95,7 @@ class Runner:
                     break
         finally:
             for state in self.states.values():
-                if state.conn is not None:
-                    state.conn.close()
+                state.release()
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
 
     def run_play(self, play: Play, selected: list[Host]) -> str | None:
