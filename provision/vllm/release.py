@@ -5,7 +5,7 @@ given and pinned by digest), the weights commit, the vLLM arguments. Its id is a
 the same inputs give the same release. On the host (STATE = e.g. /var/lib/provision/vllm):
     STATE/release.json            {"current", "previous", "last_failed"}: ids, image, digest,
                                   weights, arguments, file hashes; no secrets
-    STATE/releases/<id>/unit|env  each kept release's files (mode 0700 folder, env 0600)
+    STATE/releases/<id>/unit|env|key  each kept release's files (mode 0700 folder, env and key 0600)
 `current` is the last release that passed readiness and the smoke checks; the record is written only
 after that, so a run killed mid-deploy leaves a host whose next run deploys (and checks) again.
 Only `current`, `previous` and `last_failed` keep their files.
@@ -49,6 +49,7 @@ class Layout:
     env_file: str
     state_dir: str
     unit_dir: str = "/etc/systemd/system"
+    key_file: str = "/etc/provision/vllm/api-key"
 
     @property
     def unit(self) -> str:
@@ -68,18 +69,22 @@ class Layout:
 
 @dataclass(frozen=True)
 class Release:
-    """A deployable release. `env_text` holds secrets: it is hashed, never recorded or shown."""
+    """A deployable release. `key_text` is the API key (a root-only file the container mounts read-only):
+    it makes part of the id, and is never recorded or shown."""
 
     image: str
     pinned_image: str
     weights: dict[str, str]
     arguments: list[str]
     unit_text: str
-    env_text: str = field(repr=False)
+    env_text: str
+    key_text: str = field(default="", repr=False)
 
     @property
     def id(self) -> str:
         material = "\0".join([self.unit_text, self.env_text, self.weights.get("commit", "")])
+        if self.key_text:
+            material += "\0" + self.key_text
         return hashlib.sha256(material.encode()).hexdigest()[:12]
 
     def entry(self) -> dict[str, Any]:
@@ -130,6 +135,7 @@ class LiveState:
     active_state: str
     unit_file_state: str
     need_daemon_reload: bool
+    key_sha256: str = ""
 
     @property
     def running(self) -> bool:
@@ -143,6 +149,7 @@ echo probed=1
 [ -f "$rec" ] && echo "record=$(base64 -w0 < "$rec")"
 [ -f "$unit" ] && echo "unit_sha256=$(sha256sum < "$unit" | cut -d' ' -f1)" && echo "unit_text=$(base64 -w0 < "$unit")"
 [ -f "$env" ] && echo "env_sha256=$(sha256sum < "$env" | cut -d' ' -f1)"
+[ -f {quote(layout.key_file)} ] && echo "key_sha256=$(sha256sum < {quote(layout.key_file)} | cut -d' ' -f1)"
 systemctl show -p ActiveState -p UnitFileState -p NeedDaemonReload -- {quote(layout.unit)}
 """
 
@@ -170,6 +177,7 @@ def parse_live_state(output: str) -> LiveState:
         active_state=fields.get("ActiveState", "unknown (no systemd answer)"),
         unit_file_state=fields.get("UnitFileState", ""),
         need_daemon_reload=fields.get("NeedDaemonReload") == "yes",
+        key_sha256=fields.get("key_sha256", ""),
     )
 
 
@@ -222,14 +230,18 @@ def differences(desired: Release, live: LiveState) -> list[str]:
         if current.get("arguments") != wanted["arguments"]:
             reasons.append(argument_changes(list(current.get("arguments") or []), wanted["arguments"]))
         if current.get("env_sha256") != wanted["env_sha256"]:
-            reasons.append("env file (secret) changed")
+            reasons.append("env file changed")
         if current.get("unit_sha256") != wanted["unit_sha256"] and len(reasons) == 0:
             reasons.append("unit settings changed")
+        if not reasons:
+            reasons.append("API key changed")
     else:
         if live.unit_sha256 != sha256_text(desired.unit_text):
             reasons.append("unit file edited on the host" if live.unit_sha256 else "unit file missing")
         if live.env_sha256 != sha256_text(desired.env_text):
             reasons.append("env file edited on the host" if live.env_sha256 else "env file missing")
+        if desired.key_text and live.key_sha256 != sha256_text(desired.key_text):
+            reasons.append("API key file edited on the host" if live.key_sha256 else "API key file missing")
     if not reasons:
         if live.need_daemon_reload:
             reasons.append("systemd has not loaded the unit file")
@@ -324,9 +336,9 @@ class Deployer:
 
 
 def stage_payload(release: Release) -> bytes:
-    """The unit and env texts, base64, one a line (what activate_script reads from fd 3)."""
-    return (base64.b64encode(release.unit_text.encode()) + b"\n"
-            + base64.b64encode(release.env_text.encode()) + b"\n")
+    """The unit, env and key texts, base64, one a line (what activate_script reads from fd 3)."""
+    return b"".join(base64.b64encode(text.encode()) + b"\n"
+                    for text in (release.unit_text, release.env_text, release.key_text))
 
 
 def activate_script(layout: Layout, release_id: str, staged: bool) -> str:
@@ -335,12 +347,14 @@ def activate_script(layout: Layout, release_id: str, staged: bool) -> str:
     rel = quote(layout.release_dir(release_id))
     unit_dir, unit_path, unit = quote(layout.unit_dir), quote(layout.unit_path), quote(layout.unit)
     env_path, env_dir = quote(layout.env_file), quote(posixpath.dirname(layout.env_file))
+    key_path, key_dir = quote(layout.key_file), quote(posixpath.dirname(layout.key_file))
     stage = f"""umask 077
 mkdir -p -- {rel}
-{{ IFS= read -r unit_b64; IFS= read -r env_b64; }} <&3
+{{ IFS= read -r unit_b64; IFS= read -r env_b64; IFS= read -r key_b64 || true; }} <&3
 printf '%s' "$unit_b64" | base64 -d > {rel}/unit.tmp && mv -f -- {rel}/unit.tmp {rel}/unit
 printf '%s' "$env_b64" | base64 -d > {rel}/env.tmp && mv -f -- {rel}/env.tmp {rel}/env
-unset env_b64
+printf '%s' "${{key_b64:-}}" | base64 -d > {rel}/key.tmp && mv -f -- {rel}/key.tmp {rel}/key
+unset env_b64 key_b64
 umask 022
 """ if staged else ""
     missing = f"the files of release {release_id} are missing in {layout.release_dir(release_id)}"
@@ -351,6 +365,11 @@ tmp=$(mktemp -- {unit_dir}/.{layout.unit}.XXXXXX)
 cat {rel}/unit > "$tmp"; chmod 0644 "$tmp"; mv -f -- "$tmp" {unit_path}
 tmp=$(mktemp -- {env_dir}/.env.XXXXXX)
 chmod 0600 "$tmp"; cat {rel}/env > "$tmp"; mv -f -- "$tmp" {env_path}
+if [ -s {rel}/key ]; then
+  mkdir -p -- {key_dir}
+  tmp=$(mktemp -- {key_dir}/.key.XXXXXX)
+  chmod 0600 "$tmp"; cat {rel}/key > "$tmp"; mv -f -- "$tmp" {key_path}
+fi
 systemctl daemon-reload
 systemctl enable --quiet -- {unit}
 systemctl reset-failed -- {unit} 2>/dev/null || true
