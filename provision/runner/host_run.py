@@ -176,7 +176,8 @@ class PlayOnHost:
         self.register(task, self.registered_value(plan, applied, changed))
         return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK,
                           summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "",
-                          report=op.reports, data=_plain_data(plan.result) if op.reports else {})
+                          report=op.reports, data=_plain_data(plan.result) if op.reports else {},
+                          reveal=applied.reveal if applied else "")
 
     def validate(self, task: Task, renderer: Renderer) -> Any:
         op = REGISTRY[task.op]
