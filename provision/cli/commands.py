@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from provision import content
+from provision import content, interrupt
 from provision.cli.endpoints import endpoint_lines
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import HostUnreachable, ProvisionError
@@ -116,7 +116,8 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         options=RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags)),
     )
     human = human_console(args, console)
-    with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter:
+    with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter, \
+            interrupt.gentle_ctrl_c(reporter.message):
         result = Runner(inventory, config, reporter).run(plays)
     human.print(recap_table(result))
     for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
@@ -124,6 +125,8 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
     if result.aborted:
         human.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
     write_document(args, console, result)
+    if interrupt.STOP.is_set():
+        return interrupt.EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 from pydantic import ValidationError
 
+from provision import interrupt
 from provision.connection.base import Connection
 from provision.errors import CommandFailed, HostUnreachable, ProvisionError, TaskFailed
 from provision.facts.gather import gather_facts
@@ -115,10 +116,19 @@ class PlayOnHost:
         self.state.confirm_lock()
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
         for index, task in enumerate(tasks):
-            if not self.run_task(task, tasks[index + 1:]):
+            if self.interrupted(task) or not self.run_task(task, tasks[index + 1:]):
                 return False
         handlers = [h for h in self.play.handlers if h.name in self.notified]
-        return all(self.run_task(handler, handlers[index + 1:]) for index, handler in enumerate(handlers))
+        return all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
+                   for index, handler in enumerate(handlers))
+
+    def interrupted(self, task: Task) -> bool:
+        """After a Ctrl-C no new task starts: the host stops here, saying where (a rerun goes on)."""
+        if not interrupt.STOP.is_set():
+            return False
+        where = f"{task.role + ': ' if task.role else ''}{task.name}"
+        self.result.error = f"interrupted (Ctrl-C) before task {where!r}; nothing of it ran, a rerun goes on from here"
+        return True
 
     def run_task(self, task: Task, following: list[Task]) -> bool:
         self.reporter.task_started(self.state.name, task.name)

@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from provision import interrupt
 from provision.connection.base import Connection, LineStream
 from provision.errors import ProvisionError
 
@@ -187,7 +188,7 @@ class RunLock:
                                   f"{describe_holder(holder)}{hint}"
                                   + (f" (waited {waited:.0f} s)" if self.wait_s else ""))
             self.progress(f"waiting for the run lock held by {describe_holder(holder)} ({waited:.0f} s)")
-            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+            interrupt.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
             self.start(conn)
 
     def release(self) -> None:

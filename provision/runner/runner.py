@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision import interrupt
 from provision.connection.base import Connection
 from provision.connection.local import LocalConnection
 from provision.connection.ssh import SSHConnection
@@ -21,6 +22,8 @@ from provision.runner.results import HostResult, RunResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
 from provision.settings.profiles import profile_layer
+
+INTERRUPTED = "interrupted (Ctrl-C): no new task was started; the changes in flight finished"
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,11 @@ class Runner:
         if max_fail is None:
             max_fail = play.max_fail_percentage
         for batch in batches(hosts, serial):
-            with ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
-                list(pool.map(lambda host: self.run_host(play, host, env), batch))
+            if not interrupt.STOP.is_set():
+                with ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
+                    list(pool.map(lambda host: self.run_host(play, host, env), batch))
+            if interrupt.STOP.is_set():
+                return INTERRUPTED
             failed = sum(1 for host in batch if self.results[host.name].failed)
             if too_many_failed(failed, len(batch), max_fail):
                 return (f"play {play.name!r}: {failed} of {len(batch)} hosts in the batch failed "
