@@ -187,7 +187,7 @@ def describe_entry(entry: dict[str, Any]) -> str:
     return f"release {entry.get('id')} (image {entry.get('image')}, weights {commit})"
 
 
-def _options(arguments: list[str]) -> dict[str, str]:
+def option_values(arguments: list[str]) -> dict[str, str]:
     """`[model, --a, 1, --b]` -> {"": "model", "--a": "1", "--b": ""} (for describing changes)."""
     options: dict[str, str] = {}
     key = ""
@@ -202,7 +202,7 @@ def _options(arguments: list[str]) -> dict[str, str]:
 
 def argument_changes(old: list[str], new: list[str]) -> str:
     """`--max-num-seqs 4 -> 3, add --enforce-eager, drop --enable-prefix-caching`: what a new argv changes."""
-    before, after = _options(old), _options(new)
+    before, after = option_values(old), option_values(new)
     changes = []
     for key, value in after.items():
         name = key or "model"
