@@ -222,5 +222,8 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
         if not progressed:
             time.sleep(0.01)
     rc = channel.recv_exit_status()
+    transport = channel.get_transport()
     channel.close()
+    if rc == -1 and (transport is None or not transport.is_active()):  # closed with no exit status: gone
+        raise HostUnreachable("the connection was lost while a command ran")
     return RunResult(out.decode(errors="replace"), err.decode(errors="replace"), rc)

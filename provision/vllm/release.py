@@ -27,12 +27,15 @@ import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.errors import CommandFailed, TaskFailed
 from provision.vllm.argv import fingerprint
 from provision.vllm.readiness import StartMark
 from provision.vllm.shell import quote
+
+if TYPE_CHECKING:
+    from provision.vllm.guard import UpgradeGuard
 
 RECORD_VERSION = 1
 
@@ -102,6 +105,7 @@ class Record:
     current: dict[str, Any] | None = None
     previous: dict[str, Any] | None = None
     last_failed: dict[str, Any] | None = None
+    note: str | None = None  # what the host's upgrade guard did when a run was cut off (vllm/guard.py)
 
     @classmethod
     def parse(cls, text: str) -> Record:
@@ -113,12 +117,13 @@ class Record:
             raise TaskFailed(f"the release record is not JSON ({error}); move it away to start over") from error
         if not isinstance(data, dict):
             raise TaskFailed("the release record is not a JSON object; move it away to start over")
-        return cls(current=data.get("current"), previous=data.get("previous"), last_failed=data.get("last_failed"))
+        return cls(current=data.get("current"), previous=data.get("previous"), last_failed=data.get("last_failed"),
+                   note=data.get("note"))
 
     def text(self) -> str:
         return json.dumps({"version": RECORD_VERSION, "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "current": self.current, "previous": self.previous, "last_failed": self.last_failed},
-                          indent=2) + "\n"
+                           "current": self.current, "previous": self.previous, "last_failed": self.last_failed,
+                           **({"note": self.note} if self.note else {})}, indent=2) + "\n"
 
     def kept_ids(self) -> list[str]:
         return [entry["id"] for entry in (self.current, self.previous, self.last_failed) if entry]
@@ -261,10 +266,12 @@ class Deployer:
     `verify(mark)` waits for readiness and runs the smoke checks (raising TaskFailed subclasses);
     it returns what the checks reported."""
 
-    def __init__(self, run: Run, layout: Layout, verify: Callable[[StartMark], dict[str, Any]]) -> None:
+    def __init__(self, run: Run, layout: Layout, verify: Callable[[StartMark], dict[str, Any]],
+                 guard: UpgradeGuard | None = None) -> None:
         self.run = run
         self.layout = layout
         self.verify = verify
+        self.guard = guard
 
     def stage_and_activate(self, release: Release | None, release_id: str) -> StartMark:
         """Write `release`'s files (when given) into its folder, then make release `release_id` live:
@@ -287,6 +294,8 @@ class Deployer:
         record = live.record
         current = record.current
         upgrade = current is not None and current.get("id") != release.id
+        if upgrade and self.guard is not None and current is not None:
+            self.run(*self.guard.arm(release, record, current))
         try:
             checks = self.verify(self.stage_and_activate(release, release.id))
         except (TaskFailed, CommandFailed) as failure:
@@ -381,11 +390,13 @@ echo "restarts=$(systemctl show -p NRestarts --value -- {unit})"
 
 
 def record_script(layout: Layout, keep: list[str]) -> str:
-    """Bash: write the record (payload on fd 3) atomically; delete release folders no entry names."""
+    """Bash: write the record (payload on fd 3) atomically, which disarms the upgrade guard; delete
+    release folders no entry names."""
     state, record = quote(layout.state_dir), quote(layout.record_path)
     kept = " ".join(quote(release_id) for release_id in keep)
     return f"""mkdir -p -- {state}/releases
 tmp=$(mktemp -- {state}/.release.json.XXXXXX); cat <&3 > "$tmp"; chmod 0644 "$tmp"; mv -f -- "$tmp" {record}
+rm -f -- {state}/guard/armed
 for dir in {state}/releases/*/; do
   [ -d "$dir" ] || continue
   id=$(basename "$dir"); keep=''

@@ -15,7 +15,7 @@ again, and the host fails with the reason (service/release.py). The registered r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -25,6 +25,7 @@ from provision.ops.scripting import probe_block, text_diff
 from provision.secrets import Secret
 from provision.vllm.argv import FlagError, serve_arguments
 from provision.vllm.checks import host_runner
+from provision.vllm.guard import UpgradeGuard
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
 from provision.vllm.release import (
     Deployer,
@@ -116,6 +117,7 @@ class ReleasePlan(Plan):
     args: VllmReleaseArgs | None = None
     release: Release | None = None
     live: LiveState | None = None
+    acknowledge: bool = False  # only clear the record's note (what the upgrade guard did)
 
 
 @register
@@ -131,8 +133,15 @@ class VllmReleaseOperation(Operation):
         release = args.release()
         reasons = differences(release, live)
         result = {"release": release.id, "smoked": False}
+        note = live.record.note
+        if not reasons and note:  # the last run was cut off and the host's guard acted: say so, once
+            return ReleasePlan(changed=True, summary=f"release {release.id} serving; {note}", result=result,
+                               args=args, release=release, live=live, acknowledge=True,
+                               commands=[Command(script=":", description="record that the guard's note was seen")])
         if not reasons:
             return Plan.ok(f"release {release.id} serving ({args.image})", **result)
+        if note:
+            reasons.append(note)
         pending = "" if args.image_pinned else f" (once {args.image} is pulled)"
         diff = text_diff(args.layout().unit_path, live.unit_text, release.unit_text)
         if live.env_sha256 != release.entry()["env_sha256"]:
@@ -145,8 +154,12 @@ class VllmReleaseOperation(Operation):
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, ReleasePlan) and plan.args and plan.release and plan.live
-        deployer = Deployer(host_runner(ctx.conn, f"deploy {plan.args.name}"), plan.args.layout(),
-                            verify_on(ctx, plan.args))
+        args = plan.args
+        guard = UpgradeGuard(args.layout(), args.endpoint(), args.ready_timeout, args.smoke_timeout)
+        deployer = Deployer(host_runner(ctx.conn, f"deploy {args.name}"), args.layout(), verify_on(ctx, args), guard)
+        if plan.acknowledge:
+            deployer.write_record(replace(plan.live.record, note=None))
+            return ApplyResult(changed=True, result=dict(plan.result))
         checks = deployer.deploy(plan.release, plan.live)
         plan.summary = f"{plan.summary}; {checks['summary']}"
         return ApplyResult(changed=True, result={**plan.result, "smoked": True, **checks})
