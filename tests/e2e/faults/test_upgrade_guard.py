@@ -16,8 +16,8 @@ import sys
 import time
 from typing import Any
 
-from tests.e2e.helpers import REPO
-from tests.e2e.test_serving import SERVING, Laptop, hub, laptop, served, sh, vllm_images  # noqa: F401
+from tests.e2e.helpers import REPO, Run
+from tests.e2e.test_serving import SERVING, Laptop, hub, laptop, secret_leaks, served, sh, vllm_images  # noqa: F401
 
 GUARD = "provision-guard-vllm"
 RECORD = "/var/lib/provision/vllm/release.json"
@@ -32,8 +32,10 @@ def kill_during_swap(laptop: Laptop, marker: str) -> float:
     """Start `up`, SIGKILL it once the guard is armed and the new unit (containing `marker`) started;
     returns the seconds the endpoint took to answer again (bounded)."""
     argv = [sys.executable, "-m", "provision", "up", str(laptop.inventory), "--tags", SERVING]
-    run = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True, env={**os.environ, "COLUMNS": "200"})
+    log = laptop.tmp / f"killed-{marker}.out"
+    with log.open("w") as sink:
+        run = subprocess.Popen(argv, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT,
+                               start_new_session=True, env={**os.environ, "COLUMNS": "200"})
     armed = f"systemctl is-active --quiet {GUARD} && grep -q -- {marker} /etc/systemd/system/vllm.service"
     try:
         deadline = time.monotonic() + 180
@@ -44,6 +46,7 @@ def kill_during_swap(laptop: Laptop, marker: str) -> float:
         os.killpg(run.pid, signal.SIGKILL)
     finally:
         run.wait(timeout=30)
+        laptop.runs.append(Run(run.returncode, log.read_text(), "", None))  # searched for secrets too
     killed = time.monotonic()
     while time.monotonic() - killed < 150 and health(laptop) != "200":
         time.sleep(1)
@@ -87,3 +90,11 @@ def test_killed_during_a_failing_upgrade_the_previous_release_is_restored_and_re
     reported = after.returncode == 0 and "upgrade guard restored" in after.output
     figures.faults.append(reported)
     assert reported, after.output
+
+
+def test_secrets_stay_in_after_the_faults(served, laptop, figures):
+    """Every output and --json document of this laptop's runs, and the host's ps, journal, docker
+    inspect, container env and files a non-root user can read: no HF token, no API key."""
+    leaks = secret_leaks(laptop, served["key"])
+    figures.secrets_found.extend(leaks)
+    assert leaks == []
