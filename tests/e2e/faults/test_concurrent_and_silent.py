@@ -70,6 +70,12 @@ def test_a_run_killed_while_holding_the_lock_does_not_block_the_next(lab, tmp_pa
         os.killpg(first.pid, signal.SIGKILL)
     finally:
         first.wait(timeout=30)
+    # the holder's session ends with its controller: the lock is free again by itself
+    released = wait_until(lambda: host.exec(LOCK_HELD)[0] == 0, 15)
+    print("holders:", host.exec("cat /proc/locks; for f in /proc/[0-9]*/fd/*; do "
+                                "[ \"$(readlink \"$f\")\" = /var/lib/provision/run.lock ] && echo \"$f\" && "
+                                "cat \"${f%/fd/*}/cmdline\" | tr '\\0' ' ' && echo; done 2>/dev/null")[1])
+    assert released, "the lock outlived its controller"
     rerun = provision("up", str(inventory), "--tags", "docker", json_path=tmp_path / "rerun.json")
     figures.kills.append(rerun.returncode == 0)
     assert rerun.returncode == 0, rerun.output
