@@ -71,7 +71,7 @@ class UpgradeGuard:
             "KEY_PATH": self.layout.key_file,
         }
         setenv = " ".join(f"--setenv={quote(f'{key}={value}')}" for key, value in env.items())
-        script = f"""if flock -n {quote(LOCK)} true 2>/dev/null; then echo guard=off; exit 0; fi
+        script = f"""if [ ! -e {quote(LOCK)} ] || flock -n {quote(LOCK)} true; then echo guard=off; exit 0; fi
 umask 077
 mkdir -p -- {folder}
 {{ IFS= read -r script_b64; IFS= read -r kept_b64; IFS= read -r restored_b64; }} <&3

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tests.e2e.helpers import REPO, provision
 
-LOCK_HELD = "flock -n /var/lib/provision/run.lock true"
+# exit 0 while a run holds the host's lock (the lock file exists once a run has asked for it)
+LOCK_HELD = "[ -e /var/lib/provision/run.lock ] && ! flock -n /var/lib/provision/run.lock true"
 
 
 def start_up(inventory: Path, *extra: str) -> subprocess.Popen:
@@ -35,7 +36,7 @@ def test_a_second_run_is_refused_naming_the_first_then_waits_with_wait_lock(lab,
     inventory = lab.write_inventory(tmp_path / "inventory.yaml", [host])
     first = start_up(inventory)
     try:
-        assert wait_until(lambda: host.exec(LOCK_HELD)[0] != 0, 60), "the first run never took the lock"
+        assert wait_until(lambda: host.exec(LOCK_HELD)[0] == 0, 60), "the first run never took the lock"
         started = time.monotonic()
         second = provision("up", str(inventory), "--tags", "docker", timeout=120)
         refused_in = time.monotonic() - started
@@ -66,12 +67,12 @@ def test_a_run_killed_while_holding_the_lock_does_not_block_the_next(lab, tmp_pa
     inventory = lab.write_inventory(tmp_path / "inventory.yaml", [host])
     first = start_up(inventory)
     try:
-        assert wait_until(lambda: host.exec(LOCK_HELD)[0] != 0, 60), "the first run never took the lock"
+        assert wait_until(lambda: host.exec(LOCK_HELD)[0] == 0, 60), "the first run never took the lock"
         os.killpg(first.pid, signal.SIGKILL)
     finally:
         first.wait(timeout=30)
     # the holder's session ends with its controller: the lock is free again by itself
-    released = wait_until(lambda: host.exec(LOCK_HELD)[0] == 0, 15)
+    released = wait_until(lambda: host.exec(LOCK_HELD)[0] != 0, 15)
     print("holders:", host.exec("cat /proc/locks; for f in /proc/[0-9]*/fd/*; do "
                                 "[ \"$(readlink \"$f\")\" = /var/lib/provision/run.lock ] && echo \"$f\" && "
                                 "cat \"${f%/fd/*}/cmdline\" | tr '\\0' ' ' && echo; done 2>/dev/null")[1])
