@@ -226,3 +226,17 @@ def test_a_dpkg_lock_held_too_long_fails_naming_the_holder(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_apply_shows_the_dpkg_lock_wait_as_progress():
+    from provision.connection.base import RunResult
+    from provision.ops import REGISTRY
+    from tests.unit.ops_support import ScriptedConnection, context
+
+    result = plan("apt", FRESH, name=["jq"])
+    waited = "dpkg_lock=0\t2839\t/usr/bin/python3 /usr/bin/unattended-upgrade\ndpkg_lock=5\t2839\t/usr/bin/python3 " \
+             "/usr/bin/unattended-upgrade\nSetting up jq\n"
+    progress: list[tuple] = []
+    REGISTRY["apt"].apply(context(ScriptedConnection([RunResult(waited, "", 0)]), progress=progress), result)
+    assert progress[-1][0] == ("waiting for the dpkg lock held by process 2839 "
+                               "(/usr/bin/python3 /usr/bin/unattended-upgrade) for 5 s")
