@@ -31,6 +31,11 @@ def add_json_arguments(parser: argparse.ArgumentParser, document: bool = False) 
                             help="also write the results document (per host and task) to PATH")
 
 
+def add_wait_lock_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait-lock", type=float, default=0, metavar="SECONDS", dest="wait_lock",
+                        help="when another run holds a host, wait up to this long for it (default: refuse at once)")
+
+
 def _playbook_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--playbook", type=Path, default=None, help="playbook file (default playbooks/site.yaml)")
 
@@ -58,6 +63,7 @@ def add_serving_commands(subcommands: Any, add_inventory_arguments: AddArguments
         _playbook_argument(parser)
         add_json_arguments(parser, document=True)
         parser.set_defaults(handler=f"provision.cli.serving:{handler}")
+    add_wait_lock_argument(rollback)
     render = subcommands.add_parser("render", help="print each host's `vllm serve` arguments, one a line")
     render.add_argument("inventory", type=Path, help="host file (host.yaml) or Ansible-style fleet inventory")
     render.add_argument("-l", "--limit", help="hosts or groups (comma-separated, globs, !exclude)")

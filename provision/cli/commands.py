@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from provision import content
+from provision import content, interrupt
 from provision.cli.endpoints import endpoint_lines
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import HostUnreachable, InputError, ProvisionError
@@ -26,7 +26,7 @@ from provision.playbook.model import Play
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
 from provision.runner.results import RunResult
-from provision.runner.runner import RunConfig, Runner, Trace, connect
+from provision.runner.runner import RunConfig, Runner, Timeouts, Trace, connect
 from provision.secrets import REDACTOR, Secret
 from provision.settings import load_specs, validate_hosts
 
@@ -94,6 +94,12 @@ def ask_become_password(hosts: list[Host]) -> None:
         if host.become and host.become_password is None:
             host.become_password = password
 
+
+def timeouts_of(args: argparse.Namespace) -> Timeouts:
+    """The connect, per-command and silence timeouts a command was given (every command takes them)."""
+    return Timeouts(connect_s=args.connect_timeout, command_s=args.command_timeout, silent_s=args.silent_timeout)
+
+
 def human_console(args: argparse.Namespace, console: Console) -> Console:
     """Where tables and progress go: stderr when stdout carries the --json document."""
     return Console(stderr=True) if getattr(args, "json", False) else console
@@ -130,10 +136,13 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         limit=args.limit,
         extra_vars=extra_vars,
         trust_new_host_keys=args.trust_new_host_keys,
+        timeouts=timeouts_of(args),
+        wait_lock_s=args.wait_lock,
         options=RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags)),
     )
     human = human_console(args, console)
-    with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter:
+    with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter, \
+            interrupt.gentle_ctrl_c(reporter.message):
         result = Runner(inventory, config, reporter).run(plays)
     human.print(recap_table(result))
     for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
@@ -141,6 +150,8 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
     if result.aborted:
         human.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
     write_document(args, console, result)
+    if interrupt.STOP.is_set():
+        return interrupt.EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -195,7 +206,7 @@ def cmd_facts(args: argparse.Namespace, console: Console) -> int:
 
     def gather(host: Host) -> tuple[str, dict | str]:
         try:
-            conn = connect(host, args.trust_new_host_keys, trace_of(args, console))
+            conn = connect(host, args.trust_new_host_keys, trace_of(args, console), timeouts_of(args))
             try:
                 return host.name, asdict(gather_facts(conn))
             finally:

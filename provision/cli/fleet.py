@@ -29,6 +29,7 @@ from provision.cli.commands import (
     load_hosts,
     playbook_of,
     plays_of,
+    timeouts_of,
     trace_of,
 )
 from provision.cli.output import ConsoleReporter
@@ -41,11 +42,17 @@ from provision.playbook.templating import Renderer, TemplateError, make_environm
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect, host_variables
 from provision.secrets import REDACTOR
-from provision.vllm.argv import fingerprint
 from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
 from provision.vllm.ops.vllm_service import VllmServiceArgs
 from provision.vllm.stability import GateThresholds
-from provision.vllm.status import drift, memory_found, parse_status, resolve_auto, status_script
+from provision.vllm.status import (
+    describe_failure,
+    drift,
+    drift_summary,
+    memory_found,
+    parse_status,
+    status_script,
+)
 
 PLAN_ROLE = "plan"
 SMOKE_OP = "vllm_smoke"
@@ -90,7 +97,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     play = task_file_play(serving_play(plays_of(args), playbook_of(args), PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
                        trace=trace_of(args, console),
-                       extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True))
+                       extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True),
+                       timeouts=timeouts_of(args))
     # with --json the progress lines go to stderr, so stdout is the document alone
     with ConsoleReporter(Console(stderr=True) if args.json else console) as reporter:
         runner = Runner(inventory, config, reporter)
@@ -141,7 +149,7 @@ def on_each_host(args: argparse.Namespace, hosts: list[Host],
 
 
 def run_on(host: Host, args: argparse.Namespace, script: str, timeout: float | None) -> tuple[int, str, str]:
-    conn = connect(host, args.trust_new_host_keys, trace_of(args, Console()))
+    conn = connect(host, args.trust_new_host_keys, trace_of(args, Console()), timeouts_of(args))
     try:
         done = conn.run(script, sudo=True, timeout=timeout)
         return done.rc, done.stdout, done.stderr
@@ -211,8 +219,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
 
 # ----------------------------------------------------------------------------------------- status
-def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, wanted_argv: list[str]
-                ) -> dict[str, Any]:
+def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, wanted_argv: list[str],
+                wanted_image: str) -> dict[str, Any]:
     # one round trip: the facts probe, then (in a section the probe's parser ignores) the status script
     script = (f"{probe_script()}\nset +e +o pipefail\nprintf '@@section service-status\\n'\n"
               f"{status_script(service.layout(), service.endpoint())}")
@@ -220,7 +228,7 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
     facts = parse_probe(stdout)
     status = parse_status(stdout)
     release = status.release or {}
-    wanted = fingerprint(resolve_auto(wanted_argv, list(release.get("arguments") or [])))
+    differences = drift(status, wanted_argv, wanted_image)
     gpu = facts.gpus[0] if facts.gpus else None
     return {
         "reachable": True,
@@ -228,8 +236,8 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
         "driver": facts.driver_version, "state": status.state, "uptime_s": status.uptime_s,
         "image": release.get("pinned_image") or release.get("image"),
         "weights_commit": (release.get("weights") or {}).get("commit"),
-        "release": release.get("id"), "flags": drift(status.release, wanted),
-        "flags_fingerprint": release.get("flags_fingerprint"), "inventory_fingerprint": wanted,
+        "release": release.get("id"), "flags": drift_summary(differences), "drift": differences,
+        "last_failed_upgrade": describe_failure(status.last_failed) or None,
         "health": status.health, "tokens_per_s": status.tokens_per_s, "running": status.running,
         "waiting": status.waiting, "kv_cache_percent": status.kv_cache_percent, "problems": status.problems,
         **memory_found(status.release),
@@ -269,7 +277,8 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
             Text(name, style="green" if active and row["health"] == "ok" else "red"), "yes",
             f"{row['gpu']} / {row['driver'] or '-'}", Text(row["state"], style="green" if active else "red"),
             _uptime(row["uptime_s"]), digest, (row["weights_commit"] or "-")[:12],
-            Text(row["flags"], style=flags_style),
+            Text(row["flags"] + (f"\nlast failed upgrade: {row['last_failed_upgrade']}"
+                                 if row["last_failed_upgrade"] else ""), style=flags_style),
             Text(row["health"], style="green" if row["health"] == "ok" else "red"), _number(row["tokens_per_s"]),
             f"{_number(row['running'])} / {_number(row['waiting'])}", _number(row["kv_cache_percent"], "{:.1f}%"))
     return table
@@ -290,10 +299,19 @@ def memory_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
     return lines
 
 
+def wanted_images(args: argparse.Namespace, hosts: list[Host]) -> dict[str, str]:
+    """Each host's `vllm_image` as the inventory (and -e) set it."""
+    play = serving_play(plays_of(args), playbook_of(args))
+    extra_vars = parse_extra_vars(args.extra_vars)
+    return {host.name: str(host_variables(play, host, extra_vars).get("vllm_image") or "") for host in hosts}
+
+
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
     hosts, services = service_settings(args)
     wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
-    rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name]))
+    images = wanted_images(args, hosts)
+    rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
+                                                              images[host.name]))
     caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
     if args.json:
         for name, cache in caches.items():

@@ -43,6 +43,12 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
                         help="roles folder (default ./roles, else the one beside the playbook, else shipped)")
     parser.add_argument("--trust-new-host-keys", action="store_true",
                         help="record unknown SSH host keys in known_hosts (a changed key is always refused)")
+    parser.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
+                        help="give up connecting to a host after this long per attempt (default 10)")
+    parser.add_argument("--command-timeout", type=float, default=7200, metavar="SECONDS",
+                        help="a command without its own limit fails after this long (default 7200)")
+    parser.add_argument("--silent-timeout", type=float, default=20, metavar="SECONDS",
+                        help="a host that sends nothing for this long mid-run is reported unreachable (default 20)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
                         help="ask for the sudo password (hosts whose inventory sets none); fed to sudo on stdin")
 
@@ -73,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--serial", help="batch sizes: a number, a percentage, or a ramp like 1,25%%,100%%")
     up.add_argument("--max-fail-percent", type=float, default=None,
                     help="stop the rollout when more than this percentage of a batch fails")
+    arguments.add_wait_lock_argument(up)
     add_json_arguments(up, document=True)
     up.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on; run nothing")
     up.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run; run nothing")

@@ -104,11 +104,22 @@ class ConsoleReporter:
             text.append(f"  ({REDACTOR(result.summary)})", style="dim")
         if result.status != Status.SKIPPED or not self.live:
             self.print(text)
+        if result.reveal:
+            self.reveal(host, result)
         if self.show_diff and result.diff:
             self.print(Text(REDACTOR(result.diff), style="dim"))
         if result.error:
             self.print(Text(REDACTOR(result.error), style="red"))
         self.refresh()
+
+    def reveal(self, host: str, result: TaskResult) -> None:
+        """A secret made in this run, shown once and only to a person at a terminal (never in logs: a
+        pipe or a CI log gets where to read it, which the task's summary already says)."""
+        if not self.console.is_terminal:
+            return
+        target = self.live.console if self.live else self.console
+        target.print(Text.assemble((f"{host}", "bold"), " | ", ("shown once, on this terminal only: ", "yellow"),
+                                   result.reveal), highlight=False)
 
     def progress(self, host: str, description: str, completed: float | None, total: float | None) -> None:
         with self.lock:

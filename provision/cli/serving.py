@@ -28,6 +28,7 @@ from provision.cli.commands import (
     playbook_of,
     plays_of,
     roles_of,
+    timeouts_of,
     trace_of,
     validated_inventory,
     write_document,
@@ -62,12 +63,13 @@ def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
 
 
 def run_task_file(args: argparse.Namespace, console: Console, role_name: str, file_name: str,
-                  extra: dict[str, Any]) -> tuple[Runner, Any]:
+                  extra: dict[str, Any], lock: bool = False) -> tuple[Runner, Any]:
     inventory, _ = load_hosts(args)
     play = task_file_play(serving_play(plays_of(args), playbook_of(args)), role_name, file_name)
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
                        trace=trace_of(args, console),
-                       extra_vars={**parse_extra_vars(args.extra_vars), **extra})
+                       extra_vars={**parse_extra_vars(args.extra_vars), **extra}, timeouts=timeouts_of(args),
+                       lock=lock, wait_lock_s=getattr(args, "wait_lock", 0))
     with ConsoleReporter(human_console(args, console)) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
@@ -108,7 +110,7 @@ def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
-    _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {})
+    _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {}, lock=True)
     human_console(args, console).print(recap_table(result))
     return EXIT_OK if result.ok else EXIT_FAILED
 

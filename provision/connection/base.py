@@ -8,7 +8,8 @@ is wrapped so that the payload is readable on file descriptor 3 (`cat <&3 > "$tm
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,6 +50,23 @@ def _quote(value: str) -> str:
     return "'" + str(value).replace("'", "'\"'\"'") + "'"
 
 
+class LineStream:
+    """The stdout lines of a long-running remote script (`Connection.start`), read as they come;
+    `close()` ends it (the script's next write fails, so it stops by itself on the host too)."""
+
+    def __init__(self, source: Iterable[str], stop: Callable[[], None]) -> None:
+        self._source = source
+        self._stop = stop
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._source:
+            yield line.rstrip("\n")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # already closed, or the connection is gone
+            self._stop()
+
+
 class Connection(Protocol):
     """A host we can run scripts on. Implementations: SSHConnection, LocalConnection."""
 
@@ -62,6 +80,10 @@ class Connection(Protocol):
     ) -> RunResult:
         """Run `script` with bash on the host; never raises on non-zero exit. `on_output` gets each
         stdout line as it arrives (for progress)."""
+        ...
+
+    def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
+        """Start a long-running script (a lock holder, a watcher); its stdout lines as they arrive."""
         ...
 
     def close(self) -> None: ...

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pwd
 import select
 import subprocess
 from collections.abc import Callable
 
-from provision.connection.base import RunResult, checked, wrap_script
+from provision.connection.base import LineStream, RunResult, checked, wrap_script
 from provision.connection.become import become_command, handshake
 from provision.ops.base import Command
 from provision.secrets import Secret
@@ -34,31 +36,7 @@ class LocalConnection:
         on_output: Callable[[str], None] | None = None,
     ) -> RunResult:
         self.round_trips += 1
-        command = "bash -s"
-        if sudo and self._become and pwd.getpwuid(os.geteuid()).pw_name != self._become_user:
-            command = become_command(self._become_user, self._become_password)
-        process = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
-        assert process.stdin is not None and process.stderr is not None
-        early = b""
-        if command.startswith("sudo -S") and self._become_password is not None:
-            stderr = process.stderr
-
-            def read_stderr() -> bytes:
-                ready, _, _ = select.select([stderr], [], [], 0.05)
-                return os.read(stderr.fileno(), 65536) if ready else b""
-
-            def write(data: bytes) -> None:
-                process.stdin.write(data)
-                process.stdin.flush()
-
-            try:
-                early = handshake(read_stderr, write, lambda: process.poll() is not None,
-                                  self._become_password, self.host_name)
-            except Exception:
-                process.kill()
-                process.wait()
-                raise
+        process, early = self._spawn(sudo)
         try:
             stdout_bytes, stderr_bytes = process.communicate(wrap_script(script, data, env).encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -73,6 +51,51 @@ class LocalConnection:
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         return checked(self, command, check)
+
+    def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
+        """Start a long-running script; its stdout lines as they come. Closing the stream closes the pipe
+        and ends the process."""
+        process, _ = self._spawn(sudo)
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(wrap_script(script, None, env).encode())
+        process.stdin.close()
+
+        def stop() -> None:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+
+        return LineStream(io.TextIOWrapper(process.stdout, errors="replace"), stop)
+
+    def _spawn(self, sudo: bool) -> tuple[subprocess.Popen[bytes], bytes]:
+        """bash reading a script on stdin, through sudo when another user is needed; a sudo password is
+        given only at sudo's own prompt (never on a command line). Returns the process and what sudo
+        wrote on stderr before bash started."""
+        command = "bash -s"
+        if sudo and self._become and pwd.getpwuid(os.geteuid()).pw_name != self._become_user:
+            command = become_command(self._become_user, self._become_password)
+        process = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        assert process.stdin is not None and process.stderr is not None
+        if not (command.startswith("sudo -S") and self._become_password is not None):
+            return process, b""
+        stdin, stderr = process.stdin, process.stderr
+
+        def read_stderr() -> bytes:
+            ready, _, _ = select.select([stderr], [], [], 0.05)
+            return os.read(stderr.fileno(), 65536) if ready else b""
+
+        def write(data: bytes) -> None:
+            stdin.write(data)
+            stdin.flush()
+
+        try:
+            return process, handshake(read_stderr, write, lambda: process.poll() is not None,
+                                      self._become_password, self.host_name)
+        except Exception:
+            process.kill()
+            process.wait()
+            raise
 
     def close(self) -> None:
         pass

@@ -19,7 +19,7 @@ from fabric import Config
 from fabric import Connection as FabricConnection
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
-from provision.connection.base import RunResult, checked, wrap_script
+from provision.connection.base import LineStream, RunResult, checked, wrap_script
 from provision.connection.become import BecomeFailed, become_command, handshake
 from provision.errors import HostKeyRefused, HostUnreachable
 from provision.ops.base import Command
@@ -82,6 +82,8 @@ class SSHConnection:
         trust_new_host_keys: bool = False,
         connect_timeout: float = 10,
         connect_attempts: int = 4,
+        keepalive_s: int = 5,
+        command_timeout_s: float | None = None,
     ) -> None:
         self.host_name = host_name
         self.round_trips = 0
@@ -90,6 +92,8 @@ class SSHConnection:
         self._become_password = become_password
         self._trust_new = trust_new_host_keys
         self._connect_attempts = connect_attempts
+        self._keepalive_s = keepalive_s
+        self._command_timeout_s = command_timeout_s
         connect_kwargs: dict[str, object] = {"banner_timeout": connect_timeout, "auth_timeout": connect_timeout}
         if key_file:
             connect_kwargs["key_filename"] = [str(key_file)]
@@ -127,6 +131,9 @@ class SSHConnection:
             cause = error.last_attempt.exception()
             raise HostUnreachable(f"{self.host_name}: cannot connect to {self._fabric.host}:"
                                   f"{self._fabric.port} after {self._connect_attempts} attempts: {cause}") from cause
+        transport = self._fabric.client.get_transport()
+        if transport is not None and self._keepalive_s:
+            transport.set_keepalive(self._keepalive_s)
         self.round_trips += 1
         return self
 
@@ -153,27 +160,40 @@ class SSHConnection:
         on_output: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Run a bash script on the host; the script (and payload) go on stdin, not argv."""
-        transport = self._fabric.client.get_transport()
-        if transport is None or not transport.is_active():
-            raise HostUnreachable(f"{self.host_name}: connection lost")
         self.round_trips += 1
-        channel = transport.open_session()
-        as_root = sudo and self._become and not self._is_become_user
-        channel.exec_command(become_command(self._become_user, self._become_password) if as_root else "bash -s")
-        early_stderr = b""
-        if as_root and self._become_password is not None:
-            try:
-                early_stderr = handshake(lambda: _ready_stderr(channel), channel.sendall, channel.exit_status_ready,
-                                         self._become_password, self.host_name)
-            except BecomeFailed:
-                channel.close()
-                raise
+        channel, early_stderr = self._open_shell(sudo)
         channel.sendall(wrap_script(script, data, env).encode())
         channel.shutdown_write()
-        return _collect(channel, timeout, on_output, early_stderr)
+        return _collect(channel, timeout or self._command_timeout_s, on_output, early_stderr)
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         return checked(self, command, check)
+
+    def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
+        """Start a long-running script on its own channel (as run does) and return its stdout lines as
+        they come; closing the stream closes the channel, and the script's next write fails (EPIPE)."""
+        channel, _ = self._open_shell(sudo)
+        channel.sendall(wrap_script(script, None, env).encode())
+        channel.shutdown_write()
+        return LineStream(channel.makefile("r"), channel.close)
+
+    def _open_shell(self, sudo: bool) -> tuple[paramiko.Channel, bytes]:
+        """A channel running bash on stdin, as the become user when asked (a sudo password is sent only
+        at sudo's own prompt); also what sudo wrote on stderr before bash started."""
+        transport = self._fabric.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise HostUnreachable(f"{self.host_name}: connection lost")
+        channel = transport.open_session()
+        as_root = sudo and self._become and not self._is_become_user
+        channel.exec_command(become_command(self._become_user, self._become_password) if as_root else "bash -s")
+        if not (as_root and self._become_password is not None):
+            return channel, b""
+        try:
+            return channel, handshake(lambda: _ready_stderr(channel), channel.sendall, channel.exit_status_ready,
+                                      self._become_password, self.host_name)
+        except BecomeFailed:
+            channel.close()
+            raise
 
     def close(self) -> None:
         self._fabric.close()
@@ -212,11 +232,16 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
             progressed = True
         if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
             break
+        if channel.closed:  # the transport went away under us (closed by the silence watchdog, or reset)
+            raise HostUnreachable("the connection was lost while a command ran")
         if deadline and time.monotonic() > deadline:
             channel.close()
             return RunResult(out.decode(errors="replace"), err.decode(errors="replace") + "\n(timed out)", -1)
         if not progressed:
             time.sleep(0.01)
     rc = channel.recv_exit_status()
+    transport = channel.get_transport()
     channel.close()
+    if rc == -1 and (transport is None or not transport.is_active()):  # closed with no exit status: gone
+        raise HostUnreachable("the connection was lost while a command ran")
     return RunResult(out.decode(errors="replace"), err.decode(errors="replace"), rc)

@@ -19,6 +19,7 @@ import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
@@ -26,6 +27,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
 from provision.ops.scripting import parse_fields, parse_records, probe_block
+from provision.ops.streaming import run_streaming
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?$")
 PACKAGE_VERSION = re.compile(r"^[A-Za-z0-9.+~:*-]+$")
@@ -36,6 +38,11 @@ UPDATE_STAMP = "/var/lib/apt/periodic/update-success-stamp"
 APT_GET = ("apt-get -y -q -o DPkg::Lock::Timeout=600 "
            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold")
 CHANGED_MARK = "provision_changed=1"
+DPKG_LOCK_TIMEOUT_S = 600
+
+
+def dpkg_lock_script() -> str:
+    return resources.files("provision.ops").joinpath("dpkg_lock.sh").read_text(encoding="utf-8")
 
 
 def _package_list(value: object) -> object:
@@ -291,6 +298,8 @@ class AptOperation(Operation):
         if not steps:
             return Plan.ok(self._converged_summary(args))
         changed = bool(repair or current.policy_rc == "leftover" or unhold or install or remove or hold or replaced)
+        # wait for the dpkg lock ourselves first, showing who holds it (apt-get waits silently)
+        steps.insert(0, f"{dpkg_lock_script()}\nwait_dpkg_lock {DPKG_LOCK_TIMEOUT_S}")
         command = Command(script="\n".join(steps), description="apt: " + "; ".join(summary))
         return AptPlan(changed=changed, needs_apply=not changed, commands=[command], summary="; ".join(summary),
                        detect_upgrade=bool(upgrade_unknown) and not changed)
@@ -343,7 +352,18 @@ class AptOperation(Operation):
         return f"{', '.join(args.name)}: {what}{held}"
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        result = super().apply(ctx, plan)
+        def on_line(line: str) -> None:
+            key, _, value = line.partition("=")
+            if key == "dpkg_lock":
+                waited, _, holder = value.partition("\t")
+                pid, _, command = holder.partition("\t")
+                ctx.progress(f"waiting for the dpkg lock held by process {pid} ({command.strip()}) for {waited} s")
+
+        last = None
+        for command in plan.commands:
+            last = run_streaming(ctx.conn, command, on_line)
+        result = ApplyResult(changed=plan.changed, stdout=last.stdout if last else "",
+                             stderr=last.stderr if last else "", rc=last.rc if last else 0, result=dict(plan.result))
         if isinstance(plan, AptPlan) and plan.detect_upgrade:
             result.changed = CHANGED_MARK in result.stdout
         return result

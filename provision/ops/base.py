@@ -82,6 +82,9 @@ class ApplyResult:
     stderr: str = ""
     rc: int = 0
     result: dict[str, Any] = field(default_factory=dict)
+    # a secret made in this run that the person running it must see once (a generated API key): the
+    # live view shows it only on a terminal; it is never in a summary, a log line or the JSON document
+    reveal: str = field(default="", repr=False)
 
 
 class ProgressSink(Protocol):

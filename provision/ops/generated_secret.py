@@ -1,8 +1,9 @@
 """`generated_secret`: a random secret made once per host, kept in a root-only file, reused after.
 
 The first run generates it (in the tool, from `secrets.token_urlsafe`), writes it atomically with
-mode 0600, and shows it ONCE, in that task's summary, so the person running the tool can hand it
-to the endpoint's users; every later appearance is `***`. Later runs read it back in the probe and
+mode 0600, and shows it ONCE to a person at a terminal (`ApplyResult.reveal`; the summary, the logs
+and the JSON document only say where to read it, so a CI log never holds it); every later
+appearance is `***`. Later runs read it back in the probe and
 register it with the redactor before anything could print it. The registered result's `value` is
 the secret (a Secret when read; plain only in the run that generated it, which is also the run that
 shows it), for templates such as an env file. In check mode a new secret is a placeholder.
@@ -69,7 +70,6 @@ class GeneratedSecretOperation(Operation):
         value = args.prefix + secrets.token_urlsafe(args.length)
         script = atomic_write_script(args.path, mode=args.mode or "0600", owner_group="root:root", create_parent=True)
         ctx.conn.run_command(Command(script=script, data=(value + "\n").encode(), description=f"write {args.path}"))
-        # Shown here once, before anything registers it with the redactor (a template using it will)
-        plan.summary = (f"generated {args.path}: {value}  <- shown once; kept on the host (mode {args.mode}), "
-                        "*** from now on")
-        return ApplyResult(changed=True, result={"value": value, "generated": True})
+        plan.summary = (f"generated a new secret into {args.path} (root, mode {args.mode}); "
+                        f"read it there: sudo cat {args.path}")
+        return ApplyResult(changed=True, result={"value": value, "generated": True}, reveal=value)

@@ -309,13 +309,23 @@ def manifest(files: list[RepoFile]) -> bytes:
     return "".join(f"{f.size}\t{f.path}\n" for f in files).encode()
 
 
-FETCH_FUNCTION = r"""fetch() {  # etag size kind url path
+# The free space is checked again before each file (another process may have filled the disk since
+# the probe), and a write failure (curl exit 23) is reported as what it is: a full filesystem, named.
+FETCH_FUNCTION = r"""no_space() {  # path needed what
+  local fs free
+  fs=$(df -P -- "$1" | awk 'NR == 2 { print $1 " mounted on " $6 }')
+  free=$(df -PB1 -- "$1" | awk 'NR == 2 { print $4 }')
+  if [ "$free" -ge "$2" ]; then return 1; fi
+  echo "not enough disk space for $3 in $1 (filesystem $fs): $free bytes free, $2 bytes needed" >&2
+}
+fetch() {  # etag size kind url path
   local blob="$storage/blobs/$1" part="$storage/blobs/$1.part" size=$2 attempt=0 have rc got sum
   if [ -f "$blob" ] && [ "$(stat -c %s -- "$blob")" = "$size" ]; then return 0; fi
   while :; do
     attempt=$((attempt + 1))
     have=$(stat -c %s -- "$part" 2>/dev/null || echo 0)
     if [ "$have" -gt "$size" ]; then rm -f -- "$part"; have=0; fi
+    if [ "$have" -lt "$size" ] && no_space "$storage/blobs" $((size - have)) "$5"; then return 1; fi
     if [ "$have" -lt "$size" ]; then
       auth | curl -sS -f -L -K - -C - --connect-timeout 20 --speed-limit 1024 --speed-time 60 \
         -o "$part" "$4" 2>"$errors" &
@@ -325,6 +335,10 @@ FETCH_FUNCTION = r"""fetch() {  # etag size kind url path
         for _ in 1 2 3 4 5; do sleep 0.2; kill -0 "$curl_pid" 2>/dev/null || break; done
       done
       rc=0; wait "$curl_pid" || rc=$?; curl_pid=''
+      if [ "$rc" -eq 23 ]; then
+        have=$(stat -c %s -- "$part" 2>/dev/null || echo 0)
+        no_space "$storage/blobs" $((size - have)) "$5" && return 1
+      fi
       if [ "$rc" -ne 0 ]; then
         if [ "$attempt" -lt "$attempts" ]; then echo "retry=$5"; sleep 2; continue; fi
         echo "downloading $5 failed (curl exit $rc): $(head -c 500 "$errors")" >&2

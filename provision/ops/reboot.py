@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import Field
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
+from provision import interrupt
 from provision.errors import HostKeyRefused, HostUnreachable
 from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
 from provision.ops.fields import AbsolutePath
@@ -66,7 +67,7 @@ class RebootOperation(Operation):
     Args = RebootArgs
     refreshes_facts = True
     clock = staticmethod(time.monotonic)
-    sleep = staticmethod(time.sleep)
+    sleep = staticmethod(interrupt.sleep)
 
     def plan(self, args: RebootArgs, facts: Any, state: str) -> Plan:
         because = f" ({args.reason})" if args.reason else ""

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from provision import interrupt
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
 from provision.ops.scripting import parse_fields, probe_block
@@ -86,7 +87,7 @@ class WaitForOperation(Operation):
     name = "wait_for"
     Args = WaitForArgs
     clock = staticmethod(time.monotonic)
-    sleep = staticmethod(time.sleep)
+    sleep = staticmethod(interrupt.sleep)
 
     def probe(self, args: WaitForArgs) -> str:
         return probe_block(check_script(args))

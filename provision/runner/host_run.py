@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 from pydantic import ValidationError
 
+from provision import interrupt
 from provision.connection.base import Connection
 from provision.errors import CommandFailed, HostUnreachable, ProvisionError, TaskFailed
 from provision.facts.gather import facts_from, gather_facts
@@ -23,6 +24,7 @@ from provision.playbook.templating import Renderer, TemplateError
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
 from provision.runner.results import HostResult, Status, TaskResult
+from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
 
 
@@ -41,7 +43,8 @@ class RunOptions:
 
 @dataclass
 class HostState:
-    """What persists for one host across plays: its connection, facts and registered results."""
+    """What persists for one host across plays: its connection, facts, registered results, and the
+    run lock (asked for as soon as the connection opens, confirmed once the facts are in)."""
 
     name: str
     connect: Callable[[], Connection]
@@ -49,11 +52,28 @@ class HostState:
     facts: HostFacts | None = None
     registered: dict[str, Any] = field(default_factory=dict)
     round_trips_before: int = 0
+    lock: RunLock | None = None
+    lock_confirmed: bool = False
 
     def connection(self) -> Connection:
         if self.conn is None:
             self.conn = self.connect()
+            if self.lock is not None:
+                self.lock.start(self.conn)
+                if self.lock_confirmed:  # a reconnect (after a reboot): take it again before going on
+                    self.lock.confirm(self.conn)
         return self.conn
+
+    def confirm_lock(self) -> None:
+        if self.lock is not None and not self.lock_confirmed:
+            self.lock.confirm(self.connection())
+            self.lock_confirmed = True
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+        if self.conn is not None:
+            self.conn.close()
 
     def reconnect(self) -> Connection:
         if self.conn is not None:
@@ -82,6 +102,7 @@ class PlayOnHost:
         self.result = result
         self.cache = ProbeCache()
         self.notified: list[str] = []
+        self.applying = False
 
     def renderer(self) -> Renderer:
         facts = self.state.facts.as_vars() if self.state.facts else {}
@@ -94,11 +115,21 @@ class PlayOnHost:
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
         if self.state.facts is None:
             self.gather_facts_and_states(tasks)
+        self.state.confirm_lock()
         for index, task in enumerate(tasks):
-            if not self.run_task(task, tasks[index + 1:]):
+            if self.interrupted(task) or not self.run_task(task, tasks[index + 1:]):
                 return False
         handlers = [h for h in self.play.handlers if h.name in self.notified]
-        return all(self.run_task(handler, handlers[index + 1:]) for index, handler in enumerate(handlers))
+        return all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
+                   for index, handler in enumerate(handlers))
+
+    def interrupted(self, task: Task) -> bool:
+        """After a Ctrl-C no new task starts: the host stops here, saying where (a rerun goes on)."""
+        if not interrupt.STOP.is_set():
+            return False
+        where = f"{task.role + ': ' if task.role else ''}{task.name}"
+        self.result.error = f"interrupted (Ctrl-C) before task {where!r}; nothing of it ran, a rerun goes on from here"
+        return True
 
     def gather_facts_and_states(self, tasks: list[Task]) -> None:
         """Facts and the state of every task that renders without them, in one round trip.
@@ -114,10 +145,11 @@ class PlayOnHost:
     def run_task(self, task: Task, following: list[Task]) -> bool:
         self.reporter.task_started(self.state.name, task.name)
         started = time.monotonic()
+        self.applying = False
         try:
             outcome = self.execute(task, following)
-        except HostUnreachable:
-            raise
+        except HostUnreachable as error:
+            raise HostUnreachable(self.describe_unreachable(task, error)) from error
         except (ProvisionError, TemplateError) as error:
             outcome = TaskResult(task.name, task.role, Status.FAILED, error=REDACTOR(self.describe_error(task, error)),
                                  ignored=task.ignore_errors)
@@ -125,6 +157,19 @@ class PlayOnHost:
         self.result.tasks.append(outcome)
         self.reporter.task_finished(self.state.name, outcome)
         return outcome.status != Status.FAILED or task.ignore_errors
+
+    def describe_unreachable(self, task: Task, error: HostUnreachable) -> str:
+        """Which task was in flight, and whether the host may be mid-change (and what a rerun does)."""
+        lock = self.state.lock
+        why = (f"no answer for {lock.silent_for:.0f} s (the host went silent)" if lock and lock.silent_for
+               else str(error))
+        where = f"{task.role + ': ' if task.role else ''}{task.name}"
+        if self.applying:
+            state = ("the host may be mid-change: this task was applying its change (each change is atomic); "
+                     "the next run checks the host again and finishes or redoes it")
+        else:
+            state = "the task was only reading the host's state; nothing was being changed"
+        return f"{self.state.name}: unreachable: {why}, during task {where!r}; {state}"
 
     def describe_error(self, task: Task, error: Exception) -> str:
         if isinstance(error, CommandFailed):
@@ -153,7 +198,8 @@ class PlayOnHost:
         self.register(task, self.registered_value(plan, applied, changed))
         return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK,
                           summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "",
-                          report=op.reports, data=_plain_data(_reported(plan, applied)) if op.reports else {})
+                          report=op.reports, data=_plain_data(_reported(plan, applied)) if op.reports else {},
+                          reveal=applied.reveal if applied else "")
 
     def validate(self, task: Task, renderer: Renderer) -> Any:
         op = REGISTRY[task.op]
@@ -188,7 +234,9 @@ class PlayOnHost:
                 state.name, description, completed, total),
             reconnect=state.reconnect,
         )
+        self.applying = True
         applied = op.apply(context, plan)
+        self.applying = False
         if applied.changed or plan.commands:
             self.cache.invalidate()
         if op.refreshes_facts:

@@ -31,6 +31,7 @@ class TaskResult:
     ignored: bool = False
     report: bool = False  # the summary is what the task is for: show it even when ok
     data: dict[str, Any] = field(default_factory=dict)
+    reveal: str = field(default="", repr=False)  # shown on a terminal only, never in the document
 
     @property
     def changed(self) -> bool:

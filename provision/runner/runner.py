@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision import interrupt
 from provision.connection.base import Connection
 from provision.connection.local import LocalConnection
 from provision.connection.ssh import SSHConnection
@@ -20,8 +21,20 @@ from provision.runner.batches import batches, too_many_failed
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.results import HostResult, RunResult
+from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
 from provision.settings.profiles import profile_layer
+
+INTERRUPTED = "interrupted (Ctrl-C): no new task was started; the changes in flight finished"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a host may take: to connect, to run one command, to stay silent mid-run."""
+
+    connect_s: float = 10
+    command_s: float = 7200  # a command without its own timeout (an operation's downloads set theirs)
+    silent_s: float = 20     # no run-lock beat for this long: the host is reported unreachable
 
 
 @dataclass
@@ -35,6 +48,9 @@ class RunConfig:
     options: RunOptions = field(default_factory=RunOptions)
     #: -v / -vv: where each remote command (and with 2 its output) is shown; None: not shown
     trace: Trace | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    lock: bool | None = None  # take the run lock on each host (None: unless in check mode)
+    wait_lock_s: float = 0
 
 
 @dataclass(frozen=True)
@@ -43,17 +59,20 @@ class Trace:
     say: Callable[[str], None]
 
 
-def connect(host: Host, trust_new_host_keys: bool, trace: Trace | None = None) -> Connection:
+def connect(host: Host, trust_new_host_keys: bool, trace: Trace | None = None,
+            timeouts: Timeouts | None = None) -> Connection:
     """Open the connection a host asks for (local, or SSH with host keys checked), traced with -v."""
     conn: Connection
     if host.connection == "local":
         conn = LocalConnection(host.name, become=host.become, become_user=host.become_user,
                                become_password=host.become_password).open()
     else:
+        timeouts = timeouts or Timeouts()
         conn = SSHConnection(
             host.name, host.address, port=host.port, user=host.user, key_file=host.key,
             known_hosts=host.known_hosts, become=host.become, become_user=host.become_user,
             become_password=host.become_password, trust_new_host_keys=trust_new_host_keys,
+            connect_timeout=timeouts.connect_s, command_timeout_s=timeouts.command_s,
         ).open()
     return TracedConnection(conn, trace.verbosity, trace.say) if trace and trace.verbosity > 0 else conn
 
@@ -89,10 +108,16 @@ class Runner:
 
     def run(self, plays: list[Play]) -> RunResult:
         selected = self.inventory.select(self.config.limit)
+        config = self.config
+        locking = config.lock if config.lock is not None else not config.options.check
         for host in selected:
             self.results[host.name] = HostResult(host.name)
-            trust, trace = self.config.trust_new_host_keys, self.config.trace
-            self.states[host.name] = HostState(host.name, connect=lambda h=host, t=trust, v=trace: connect(h, t, v))
+            state = HostState(host.name, connect=lambda h=host: connect(h, config.trust_new_host_keys, config.trace,
+                                                                        config.timeouts))
+            if locking:
+                state.lock = RunLock(host.name, wait_s=config.wait_lock_s, silent_after_s=config.timeouts.silent_s,
+                                     progress=lambda text, n=host.name: self.reporter.progress(n, text, None, None))
+            self.states[host.name] = state
         aborted = None
         try:
             for play in plays:
@@ -101,8 +126,7 @@ class Runner:
                     break
         finally:
             for state in self.states.values():
-                if state.conn is not None:
-                    state.conn.close()
+                state.release()
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
 
     def run_play(self, play: Play, selected: list[Host]) -> str | None:
@@ -114,8 +138,11 @@ class Runner:
         if max_fail is None:
             max_fail = play.max_fail_percentage
         for batch in batches(hosts, serial):
-            with ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
-                list(pool.map(lambda host: self.run_host(play, host, env), batch))
+            if not interrupt.STOP.is_set():
+                with ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
+                    list(pool.map(lambda host: self.run_host(play, host, env), batch))
+            if interrupt.STOP.is_set():
+                return INTERRUPTED
             failed = sum(1 for host in batch if self.results[host.name].failed)
             if too_many_failed(failed, len(batch), max_fail):
                 return (f"play {play.name!r}: {failed} of {len(batch)} hosts in the batch failed "

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 REFUSED_FLAGS = {
-    "api-key": "the API key goes in the env file (VLLM_API_KEY), never on the command line",
-    "hf-token": "the Hugging Face token goes in the env file (HF_TOKEN), never on the command line",
+    "api-key": "the API key is vllm_api_key (a root-only file the container reads), never on the command line",
+    "hf-token": "the Hugging Face token is hf_token (used by the download only), never on the command line",
     "model": "the model is the profile's `model`, given as vLLM's positional argument",
 }
 

@@ -2,7 +2,7 @@
 
 Every HTTP check runs ON the host, with curl against 127.0.0.1:PORT: no port forwarding, and it
 works behind any firewall. The API key never leaves the host and never appears in an argument
-vector: the script reads it from the env file (root-only) into a shell variable and hands curl its
+vector: the script reads it from the key file (root-only) into a shell variable and hands curl its
 `Authorization` header through a config on a pipe (`-K <(...)`), written by the `printf` builtin.
 """
 
@@ -15,11 +15,11 @@ from provision.vllm.shell import quote as shell_quote
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A systemd-managed model server: unit/container name, host port, env file, served model name."""
+    """A systemd-managed model server: unit/container name, host port, API key file, served model name."""
 
     name: str
     port: int
-    env_file: str
+    key_file: str
     served_name: str
 
     @property
@@ -30,9 +30,9 @@ class Endpoint:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def auth_prelude(self) -> str:
-        """Bash defining `auth`, which prints curl's header config when the env file holds a key."""
+        """Bash defining `auth`, which prints curl's header config when the key file holds a key."""
         return (
-            f"api_key=$(sed -n 's/^VLLM_API_KEY=//p' {shell_quote(self.env_file)} 2>/dev/null | head -n 1)\n"
+            f"api_key=$(head -n 1 {shell_quote(self.key_file)} 2>/dev/null || true)\n"
             "auth() {\n"
             "  if [ -n \"$api_key\" ]; then printf 'header = \"Authorization: Bearer %s\"\\n' \"$api_key\"; fi\n"
             "}"

@@ -5,7 +5,7 @@ given and pinned by digest), the weights commit, the vLLM arguments. Its id is a
 the same inputs give the same release. On the host (STATE = e.g. /var/lib/provision/vllm):
     STATE/release.json            {"current", "previous", "last_failed"}: ids, image, digest,
                                   weights, arguments, file hashes; no secrets
-    STATE/releases/<id>/unit|env  each kept release's files (mode 0700 folder, env 0600)
+    STATE/releases/<id>/unit|env|key  each kept release's files (mode 0700 folder, env and key 0600)
 `current` is the last release that passed readiness and the smoke checks; the record is written only
 after that, so a run killed mid-deploy leaves a host whose next run deploys (and checks) again.
 Only `current`, `previous` and `last_failed` keep their files.
@@ -27,12 +27,15 @@ import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.errors import CommandFailed, TaskFailed
 from provision.vllm.argv import fingerprint
 from provision.vllm.readiness import StartMark
 from provision.vllm.shell import quote
+
+if TYPE_CHECKING:
+    from provision.vllm.guard import UpgradeGuard
 
 RECORD_VERSION = 1
 
@@ -49,6 +52,7 @@ class Layout:
     env_file: str
     state_dir: str
     unit_dir: str = "/etc/systemd/system"
+    key_file: str = "/etc/provision/vllm/api-key"
 
     @property
     def unit(self) -> str:
@@ -68,18 +72,22 @@ class Layout:
 
 @dataclass(frozen=True)
 class Release:
-    """A deployable release. `env_text` holds secrets: it is hashed, never recorded or shown."""
+    """A deployable release. `key_text` is the API key (a root-only file the container mounts read-only):
+    it makes part of the id, and is never recorded or shown."""
 
     image: str
     pinned_image: str
     weights: dict[str, str]
     arguments: list[str]
     unit_text: str
-    env_text: str = field(repr=False)
+    env_text: str
+    key_text: str = field(default="", repr=False)
 
     @property
     def id(self) -> str:
         material = "\0".join([self.unit_text, self.env_text, self.weights.get("commit", "")])
+        if self.key_text:
+            material += "\0" + self.key_text
         return hashlib.sha256(material.encode()).hexdigest()[:12]
 
     def entry(self) -> dict[str, Any]:
@@ -97,6 +105,7 @@ class Record:
     current: dict[str, Any] | None = None
     previous: dict[str, Any] | None = None
     last_failed: dict[str, Any] | None = None
+    note: str | None = None  # what the host's upgrade guard did when a run was cut off (vllm/guard.py)
 
     @classmethod
     def parse(cls, text: str) -> Record:
@@ -108,12 +117,13 @@ class Record:
             raise TaskFailed(f"the release record is not JSON ({error}); move it away to start over") from error
         if not isinstance(data, dict):
             raise TaskFailed("the release record is not a JSON object; move it away to start over")
-        return cls(current=data.get("current"), previous=data.get("previous"), last_failed=data.get("last_failed"))
+        return cls(current=data.get("current"), previous=data.get("previous"), last_failed=data.get("last_failed"),
+                   note=data.get("note"))
 
     def text(self) -> str:
         return json.dumps({"version": RECORD_VERSION, "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "current": self.current, "previous": self.previous, "last_failed": self.last_failed},
-                          indent=2) + "\n"
+                           "current": self.current, "previous": self.previous, "last_failed": self.last_failed,
+                           **({"note": self.note} if self.note else {})}, indent=2) + "\n"
 
     def kept_ids(self) -> list[str]:
         return [entry["id"] for entry in (self.current, self.previous, self.last_failed) if entry]
@@ -130,6 +140,7 @@ class LiveState:
     active_state: str
     unit_file_state: str
     need_daemon_reload: bool
+    key_sha256: str = ""
 
     @property
     def running(self) -> bool:
@@ -143,6 +154,7 @@ echo probed=1
 [ -f "$rec" ] && echo "record=$(base64 -w0 < "$rec")"
 [ -f "$unit" ] && echo "unit_sha256=$(sha256sum < "$unit" | cut -d' ' -f1)" && echo "unit_text=$(base64 -w0 < "$unit")"
 [ -f "$env" ] && echo "env_sha256=$(sha256sum < "$env" | cut -d' ' -f1)"
+[ -f {quote(layout.key_file)} ] && echo "key_sha256=$(sha256sum < {quote(layout.key_file)} | cut -d' ' -f1)"
 systemctl show -p ActiveState -p UnitFileState -p NeedDaemonReload -- {quote(layout.unit)}
 """
 
@@ -170,6 +182,7 @@ def parse_live_state(output: str) -> LiveState:
         active_state=fields.get("ActiveState", "unknown (no systemd answer)"),
         unit_file_state=fields.get("UnitFileState", ""),
         need_daemon_reload=fields.get("NeedDaemonReload") == "yes",
+        key_sha256=fields.get("key_sha256", ""),
     )
 
 
@@ -179,7 +192,7 @@ def describe_entry(entry: dict[str, Any]) -> str:
     return f"release {entry.get('id')} (image {entry.get('image')}, weights {commit})"
 
 
-def _options(arguments: list[str]) -> dict[str, str]:
+def option_values(arguments: list[str]) -> dict[str, str]:
     """`[model, --a, 1, --b]` -> {"": "model", "--a": "1", "--b": ""} (for describing changes)."""
     options: dict[str, str] = {}
     key = ""
@@ -194,7 +207,7 @@ def _options(arguments: list[str]) -> dict[str, str]:
 
 def argument_changes(old: list[str], new: list[str]) -> str:
     """`--max-num-seqs 4 -> 3, add --enforce-eager, drop --enable-prefix-caching`: what a new argv changes."""
-    before, after = _options(old), _options(new)
+    before, after = option_values(old), option_values(new)
     changes = []
     for key, value in after.items():
         name = key or "model"
@@ -222,14 +235,18 @@ def differences(desired: Release, live: LiveState) -> list[str]:
         if current.get("arguments") != wanted["arguments"]:
             reasons.append(argument_changes(list(current.get("arguments") or []), wanted["arguments"]))
         if current.get("env_sha256") != wanted["env_sha256"]:
-            reasons.append("env file (secret) changed")
+            reasons.append("env file changed")
         if current.get("unit_sha256") != wanted["unit_sha256"] and len(reasons) == 0:
             reasons.append("unit settings changed")
+        if not reasons:
+            reasons.append("API key changed")
     else:
         if live.unit_sha256 != sha256_text(desired.unit_text):
             reasons.append("unit file edited on the host" if live.unit_sha256 else "unit file missing")
         if live.env_sha256 != sha256_text(desired.env_text):
             reasons.append("env file edited on the host" if live.env_sha256 else "env file missing")
+        if desired.key_text and live.key_sha256 != sha256_text(desired.key_text):
+            reasons.append("API key file edited on the host" if live.key_sha256 else "API key file missing")
     if not reasons:
         if live.need_daemon_reload:
             reasons.append("systemd has not loaded the unit file")
@@ -249,10 +266,12 @@ class Deployer:
     `verify(mark)` waits for readiness and runs the smoke checks (raising TaskFailed subclasses);
     it returns what the checks reported."""
 
-    def __init__(self, run: Run, layout: Layout, verify: Callable[[StartMark], dict[str, Any]]) -> None:
+    def __init__(self, run: Run, layout: Layout, verify: Callable[[StartMark], dict[str, Any]],
+                 guard: UpgradeGuard | None = None) -> None:
         self.run = run
         self.layout = layout
         self.verify = verify
+        self.guard = guard
 
     def stage_and_activate(self, release: Release | None, release_id: str) -> StartMark:
         """Write `release`'s files (when given) into its folder, then make release `release_id` live:
@@ -275,6 +294,8 @@ class Deployer:
         record = live.record
         current = record.current
         upgrade = current is not None and current.get("id") != release.id
+        if upgrade and self.guard is not None and current is not None:
+            self.run(*self.guard.arm(release, record, current))
         try:
             checks = self.verify(self.stage_and_activate(release, release.id))
         except (TaskFailed, CommandFailed) as failure:
@@ -324,9 +345,9 @@ class Deployer:
 
 
 def stage_payload(release: Release) -> bytes:
-    """The unit and env texts, base64, one a line (what activate_script reads from fd 3)."""
-    return (base64.b64encode(release.unit_text.encode()) + b"\n"
-            + base64.b64encode(release.env_text.encode()) + b"\n")
+    """The unit, env and key texts, base64, one a line (what activate_script reads from fd 3)."""
+    return b"".join(base64.b64encode(text.encode()) + b"\n"
+                    for text in (release.unit_text, release.env_text, release.key_text))
 
 
 def activate_script(layout: Layout, release_id: str, staged: bool) -> str:
@@ -335,12 +356,14 @@ def activate_script(layout: Layout, release_id: str, staged: bool) -> str:
     rel = quote(layout.release_dir(release_id))
     unit_dir, unit_path, unit = quote(layout.unit_dir), quote(layout.unit_path), quote(layout.unit)
     env_path, env_dir = quote(layout.env_file), quote(posixpath.dirname(layout.env_file))
+    key_path, key_dir = quote(layout.key_file), quote(posixpath.dirname(layout.key_file))
     stage = f"""umask 077
 mkdir -p -- {rel}
-{{ IFS= read -r unit_b64; IFS= read -r env_b64; }} <&3
+{{ IFS= read -r unit_b64; IFS= read -r env_b64; IFS= read -r key_b64 || true; }} <&3
 printf '%s' "$unit_b64" | base64 -d > {rel}/unit.tmp && mv -f -- {rel}/unit.tmp {rel}/unit
 printf '%s' "$env_b64" | base64 -d > {rel}/env.tmp && mv -f -- {rel}/env.tmp {rel}/env
-unset env_b64
+printf '%s' "${{key_b64:-}}" | base64 -d > {rel}/key.tmp && mv -f -- {rel}/key.tmp {rel}/key
+unset env_b64 key_b64
 umask 022
 """ if staged else ""
     missing = f"the files of release {release_id} are missing in {layout.release_dir(release_id)}"
@@ -351,6 +374,11 @@ tmp=$(mktemp -- {unit_dir}/.{layout.unit}.XXXXXX)
 cat {rel}/unit > "$tmp"; chmod 0644 "$tmp"; mv -f -- "$tmp" {unit_path}
 tmp=$(mktemp -- {env_dir}/.env.XXXXXX)
 chmod 0600 "$tmp"; cat {rel}/env > "$tmp"; mv -f -- "$tmp" {env_path}
+if [ -s {rel}/key ]; then
+  mkdir -p -- {key_dir}
+  tmp=$(mktemp -- {key_dir}/.key.XXXXXX)
+  chmod 0600 "$tmp"; cat {rel}/key > "$tmp"; mv -f -- "$tmp" {key_path}
+fi
 systemctl daemon-reload
 systemctl enable --quiet -- {unit}
 systemctl reset-failed -- {unit} 2>/dev/null || true
@@ -362,11 +390,13 @@ echo "restarts=$(systemctl show -p NRestarts --value -- {unit})"
 
 
 def record_script(layout: Layout, keep: list[str]) -> str:
-    """Bash: write the record (payload on fd 3) atomically; delete release folders no entry names."""
+    """Bash: write the record (payload on fd 3) atomically, which disarms the upgrade guard; delete
+    release folders no entry names."""
     state, record = quote(layout.state_dir), quote(layout.record_path)
     kept = " ".join(quote(release_id) for release_id in keep)
     return f"""mkdir -p -- {state}/releases
 tmp=$(mktemp -- {state}/.release.json.XXXXXX); cat <&3 > "$tmp"; chmod 0644 "$tmp"; mv -f -- "$tmp" {record}
+rm -f -- {state}/guard/armed
 for dir in {state}/releases/*/; do
   [ -d "$dir" ] || continue
   id=$(basename "$dir"); keep=''

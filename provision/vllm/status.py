@@ -1,5 +1,10 @@
 """`provision status`: one script per host reads the service's state, its release and its metrics.
 
+Drift is taken from what runs, not from the record: the running container's arguments and image
+(`docker inspect`) against the inventory's, and the live unit file against the one the release
+deployed; each difference is listed (`--max-num-seqs 9 ≠ 3`). The record's last failed upgrade is
+shown with its reason.
+
 The script (run with the facts probe, in the same round trip) prints `@@status NAME` sections; the
 HTTP calls are made on the host against 127.0.0.1. Metrics are read twice, a second apart, so the
 generation rate is a rate. Everything here but the script text is pure parsing.
@@ -7,12 +12,13 @@ generation rate is a rate. Everything here but the script text is pure parsing.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from provision.vllm.endpoint import Endpoint
-from provision.vllm.release import Layout, Record
+from provision.vllm.release import Layout, Record, describe_entry, option_values
 from provision.vllm.shell import quote
 from provision.vllm.startup_log import StartupMemory, shortfalls
 
@@ -29,6 +35,10 @@ systemctl show -p ActiveState -p SubState -p ActiveEnterTimestampMonotonic -p Un
 echo "NowMonotonic=$(awk '{{printf "%d", $1 * 1000000}}' /proc/uptime)"
 echo '@@status record'
 cat {quote(layout.record_path)} 2>/dev/null
+echo '@@status live'
+[ -f {quote(layout.unit_path)} ] && echo "unit_sha256=$(sha256sum < {quote(layout.unit_path)} | cut -d' ' -f1)"
+echo "container_cmd=$(docker inspect --format '{{{{json .Config.Cmd}}}}' {quote(layout.name)} 2>/dev/null)"
+echo "container_image=$(docker inspect --format '{{{{.Config.Image}}}}' {quote(layout.name)} 2>/dev/null)"
 echo '@@status health'
 curl -s -o /dev/null -m 5 -w '%{{http_code}}' {quote(endpoint.url('/health'))}; echo
 echo '@@status metrics-1'
@@ -67,6 +77,8 @@ class ServiceStatus:
     uptime_s: float | None = None
     health: str = "down"
     release: dict[str, Any] | None = None
+    last_failed: dict[str, Any] | None = None
+    live: dict[str, Any] = field(default_factory=dict)
     tokens_per_s: float | None = None
     running: float | None = None
     waiting: float | None = None
@@ -84,8 +96,15 @@ def parse_status(output: str) -> ServiceStatus:
         status.uptime_s = max(0.0, (int(now) - int(entered)) / 1e6)
     code = parts.get("health", "").strip()
     status.health = "ok" if code == "200" else (f"HTTP {code}" if code and code != "000" else "down")
+    live = dict(line.split("=", 1) for line in parts.get("live", "").splitlines() if "=" in line)
     try:
-        status.release = Record.parse(parts.get("record", "")).current
+        status.live = {"unit_sha256": live.get("unit_sha256", ""), "image": live.get("container_image", ""),
+                       "arguments": json.loads(live["container_cmd"]) if live.get("container_cmd") else None}
+    except ValueError:
+        status.problems.append(f"docker inspect printed no JSON: {live.get('container_cmd', '')[:100]!r}")
+    try:
+        record = Record.parse(parts.get("record", ""))
+        status.release, status.last_failed = record.current, record.last_failed
     except Exception as error:  # a damaged record is a status to show, not a crash
         status.problems.append(str(error))
     first, second = parse_metrics(parts.get("metrics-1", "")), parse_metrics(parts.get("metrics-2", ""))
@@ -114,11 +133,58 @@ def resolve_auto(wanted: list[str], deployed: list[str]) -> list[str]:
     return resolved
 
 
-def drift(release: dict[str, Any] | None, wanted_fingerprint: str) -> str:
-    """'in sync', 'DRIFT' (the inventory asks for other flags than are serving) or 'not deployed'."""
+def serving_arguments(container_cmd: list[str] | None, model: str) -> list[str] | None:
+    """The vLLM arguments (model first) in a container's command: after the entrypoint wrapper's words."""
+    if not container_cmd:
+        return None
+    if model in container_cmd:
+        return container_cmd[container_cmd.index(model):]
+    serve = len(container_cmd) - container_cmd[::-1].index("serve") if "serve" in container_cmd else 0
+    return container_cmd[serve:]
+
+
+def drift(status: ServiceStatus, wanted_argv: list[str], wanted_image: str) -> list[str]:
+    """What differs between what runs and what the inventory asks for: the running container's
+    arguments and image, and the live unit file against the release that deployed it. Empty: in sync."""
+    release = status.release
     if not release:
+        return ["not deployed"]
+    found: list[str] = []
+    running = serving_arguments(status.live.get("arguments"), wanted_argv[0] if wanted_argv else "")
+    if running is None:
+        found.append("no container running")
+    else:
+        wanted, actual = option_values(resolve_auto(wanted_argv, running)), option_values(running)
+        for key in sorted(set(wanted) | set(actual)):
+            name = key or "model"
+            if key not in actual:
+                found.append(f"{name} {wanted[key]} missing".replace("  ", " "))
+            elif key not in wanted:
+                found.append(f"{name} {actual[key]} not in the inventory".replace("  ", " "))
+            elif wanted[key] != actual[key]:
+                found.append(f"{name} {actual[key]} ≠ {wanted[key]}")
+        image = status.live.get("image") or ""
+        if image and image != release.get("pinned_image") and image != release.get("image"):
+            found.append(f"image {image} ≠ recorded {release.get('pinned_image')}")
+    if wanted_image and release.get("image") != wanted_image:
+        found.append(f"image {_short(str(release.get('pinned_image') or release.get('image')))} ≠ "
+                     f"inventory's {wanted_image}")
+    live_unit = status.live.get("unit_sha256")
+    if live_unit and release.get("unit_sha256") and live_unit != release["unit_sha256"]:
+        found.append(f"unit file edited on the host (not what release {release.get('id')} deployed)")
+    return found
+
+
+def _short(image: str) -> str:
+    """`repo@sha256:abcdef012345…` (a digest cut to 12 hex digits)."""
+    name, sep, digest = image.partition("@sha256:")
+    return f"{name}@sha256:{digest[:12]}…" if sep else image
+
+
+def drift_summary(found: list[str]) -> str:
+    if found == ["not deployed"]:
         return "not deployed"
-    return "in sync" if release.get("flags_fingerprint") == wanted_fingerprint else "DRIFT"
+    return "in sync" if not found else "DRIFT: " + "; ".join(found)
 
 
 def memory_found(release: dict[str, Any] | None) -> dict[str, Any]:
@@ -130,3 +196,11 @@ def memory_found(release: dict[str, Any] | None) -> dict[str, Any]:
     return {"kv_planned_gib": planned.get("kv_available_gib"), "kv_found_gib": found.kv_gib,
             "sequences_planned": planned.get("full_sequences"), "sequences_found": found.max_concurrency,
             "memory_warnings": shortfalls(planned, found)}
+
+
+def describe_failure(last_failed: dict[str, Any] | None) -> str:
+    """`release X (image, weights) failed: reason` for the record's last failed upgrade, or ''."""
+    if not last_failed:
+        return ""
+    reason = str(last_failed.get("reason", "")).strip().splitlines()
+    return f"{describe_entry(last_failed)} failed: {reason[0] if reason else 'no reason recorded'}"

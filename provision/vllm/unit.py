@@ -4,8 +4,12 @@ One unit shape for a long-running GPU container (REFERENCE.md §5): after and re
 `Restart=always` with a start-rate limit (a bad flag must not loop forever), a stale container
 removed before each start, a bounded stop, and the image pinned by digest so that the unit names
 exactly what runs. Pulling happens before (the `docker_image` operation), never in ExecStart.
-Secrets live only in the env file (mode 0600) that `docker run --env-file` reads; the command line,
-which `ps` shows, carries none.
+Secrets never enter the container's configuration (`docker inspect` shows its env, command and
+mounts to anyone in the docker group) nor the command line (which `ps` shows): a secret is a
+root-only file on the host, mounted read-only at /run/secrets/NAME, and a small `sh` entrypoint
+exports it as the variable NAME before it execs the image's own command (vLLM reads its key from
+VLLM_API_KEY: `args.api_key or envs.VLLM_API_KEY`, vllm/entrypoints/openai/api_server.py). The env
+file (`--env-file`, mode 0600) holds only plain settings.
 
 ExecStart words are quoted for systemd (not for a shell): `%` is doubled (specifiers), `$` doubled
 (variable expansion), and a word with quotes, backslashes, spaces or `;` is single-quoted with
@@ -22,6 +26,7 @@ from provision.secrets import Secret
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NEEDS_QUOTES = re.compile(r"""[\s"'\\;]""")
+SECRETS_DIR = "/run/secrets"
 
 
 def systemd_word(word: str) -> str:
@@ -44,6 +49,8 @@ class ContainerUnit:
     ports: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)
     env_file: str | None = None
+    secret_files: dict[str, str] = field(default_factory=dict)  # env name -> root-only file on the host
+    command: list[str] = field(default_factory=lambda: ["vllm", "serve"])  # the image's entrypoint
     docker: str = "/usr/bin/docker"
     restart_sec: int = 10
     start_limit_interval_s: int = 900
@@ -60,15 +67,26 @@ class ContainerUnit:
         lines = [[self.docker, "run", "--rm", "--name", self.name]]
         if self.env_file:
             lines.append(["--env-file", self.env_file])
+        if self.secret_files:
+            lines.append(["--entrypoint", "/bin/sh"])
         lines += group_options(self.run_options)
         lines += [["-p", port] for port in self.ports]
         lines += [["-v", volume] for volume in self.volumes]
+        lines += [["-v", f"{path}:{SECRETS_DIR}/{name}:ro"] for name, path in self.secret_files.items()]
         lines.append([self.image])
+        if self.secret_files:
+            lines.append(["-c", secrets_entrypoint(list(self.secret_files)), "provision-secrets", *self.command])
         positional = [word for word in self.arguments[:1] if not word.startswith("-")]
         if positional:
             lines.append(positional)
         lines += group_options(self.arguments[len(positional):])
         return lines
+
+
+def secrets_entrypoint(names: list[str]) -> str:
+    """The `sh -c` script: each secret file's content into its variable, then exec the command."""
+    exports = "; ".join(f'{name}="$(cat {SECRETS_DIR}/{name})"; export {name}' for name in names)
+    return f'{exports}; exec "$@"'
 
 
 def group_options(words: list[str]) -> list[list[str]]:

@@ -101,9 +101,20 @@ def test_status_shows_the_service_in_sync_then_drift(served, laptop):
     laptop.set_vars(max_num_seqs=3)  # in the inventory, not applied
     try:
         drifted = views(laptop, "status")
+        listed = json.loads(views(laptop, "status", "--json").stdout)[laptop.host.name]["drift"]
     finally:
         laptop.set_vars()
     assert drifted.returncode == 0 and "DRIFT" in drifted.stdout, drifted.output
+    # what drifted is listed, read from the running container (before: a bare "DRIFT")
+    assert any(d.startswith("--max-num-seqs ") and d.endswith(" ≠ 3") for d in listed), listed
+    # a unit edited by hand (not restarted) is drift too (before: "in sync", taken from the record)
+    unit = "/etc/systemd/system/vllm.service"
+    sh(laptop.host, f"cp {unit} /root/vllm.service.saved && sed -i 's/--max-num-seqs [0-9]*/--max-num-seqs 9/' {unit}")
+    try:
+        edited = json.loads(views(laptop, "status", "--json").stdout)[laptop.host.name]
+    finally:
+        sh(laptop.host, f"mv /root/vllm.service.saved {unit}")
+    assert edited["flags"].startswith("DRIFT") and any("unit file edited on the host" in d for d in edited["drift"])
 
 
 def test_bench_passes_the_steady_stand_in(served, laptop):

@@ -28,7 +28,8 @@ def test_steady_runs_pass_and_bimodal_runs_fail():
 
 def test_script_keeps_the_key_out_of_argv_and_is_valid_bash():
     script = bench_script(Endpoint("vllm", 8000, "/etc/provision/vllm.env", "workhorse"), BenchSettings(runs=3))
-    assert "VLLM_API_KEY" in script and "Authorization" not in script.split("python3 -c")[1].split("'")[-1]
+    assert "api_key=$(head -n 1 '/etc/provision/vllm.env'" in script
+    assert "Authorization" not in script.split("python3 -c")[1].split("'")[-1]
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
 

@@ -4,6 +4,7 @@ recorded GPU facts, bench and status against the stand-in server on a free port.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -103,14 +104,26 @@ def test_bench_passes_a_steady_server_and_fails_an_alternating_one(tmp_path, cap
         assert API_KEY not in out + err + report.read_text()
 
 
-def test_status_shows_health_release_and_drift(tmp_path, capsys) -> None:
+def fake_docker_inspect(folder: Path, cmd: list[str], image: str) -> None:
+    """A `docker` on PATH answering `inspect --format` as the real one does for a running container
+    (no dockerd in unit tests; the lab tests read the real one)."""
+    folder.mkdir(exist_ok=True)
+    script = folder / "docker"
+    script.write_text(f"#!/bin/sh\ncase \"$3\" in *Cmd*) echo '{json.dumps(cmd)}';; *) echo '{image}';; esac\n")
+    script.chmod(0o755)
+
+
+def test_status_shows_health_release_and_drift(tmp_path, capsys, monkeypatch) -> None:
     process = start_profile_standin()
     try:
         inventory = host_file(tmp_path, process.port)
         argv = rendered_arguments(inventory, None, [], SITE)["here"][2:]
+        pinned = "vllm/vllm-openai@sha256:" + "d" * 64
+        fake_docker_inspect(tmp_path / "bin", ["-c", "script", "provision-secrets", "vllm", "serve", *argv], pinned)
+        monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
         (tmp_path / "state").mkdir()
         (tmp_path / "state/release.json").write_text(json.dumps({"current": {
-            "id": "abc123", "image": "vllm/vllm-openai:x", "pinned_image": "vllm/vllm-openai@sha256:" + "d" * 64,
+            "id": "abc123", "image": "vllm/vllm-openai:v0.21.0-cu129", "pinned_image": pinned,
             "weights": {"commit": "c0ffee" * 6}, "flags_fingerprint": fingerprint(argv)}}) + "\n")
         code, out, _ = run(capsys, "status", str(inventory), "--json")
         row = json.loads(out)["here"]
@@ -120,4 +133,4 @@ def test_status_shows_health_release_and_drift(tmp_path, capsys) -> None:
         code, out, _ = run(capsys, "status", str(inventory), "-e", "max_num_seqs=3")
     finally:
         stop(process)
-    assert "STATUS" in out and "DRIFT" in out and "sha256:dddddddddddd" in out and "ok" in out
+    assert "STATUS" in out and "DRIFT: --max-num-seqs" in out and "≠ 3" in out and "sha256:dddddddddddd" in out

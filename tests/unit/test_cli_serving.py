@@ -16,9 +16,9 @@ from tests.unit.serving_support import API_KEY, REPO_ROOT, start_profile_standin
 
 
 def host_file(tmp_path: Path, port: int, **extra: object) -> Path:
-    env_file = tmp_path / "vllm.env"
-    env_file.write_text(f"VLLM_API_KEY={API_KEY}\n")
-    lines = ["name: here", "connection: local", "vars:", f"  vllm_port: {port}", f"  vllm_env_file: {env_file}",
+    key_file = tmp_path / "api-key"
+    key_file.write_text(f"{API_KEY}\n")
+    lines = ["name: here", "connection: local", "vars:", f"  vllm_port: {port}", f"  vllm_api_key_file: {key_file}",
              "  served_model_name: workhorse", f"  vllm_state_dir: {tmp_path / 'state'}", "  vllm_ready_timeout: 20",
              *(f"  {key}: {json.dumps(value)}" for key, value in extra.items())]
     path = tmp_path / "host.yaml"

@@ -9,7 +9,7 @@ import pytest
 from provision.connection.base import RunResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
-from provision.ops.apt import APT_GET
+from provision.ops.apt import APT_GET, DPKG_LOCK_TIMEOUT_S, dpkg_lock_script
 from tests.unit.ops_support import (
     ScriptedConnection,
     assert_commands_parse,
@@ -17,8 +17,17 @@ from tests.unit.ops_support import (
     make_args,
     plan,
     probe_local,
-    script_of,
 )
+from tests.unit.ops_support import script_of as full_script_of
+
+LOCK_WAIT = f"{dpkg_lock_script()}\nwait_dpkg_lock {DPKG_LOCK_TIMEOUT_S}\n"
+
+
+def script_of(result) -> str:
+    """The apt script after its standard first step (the visible wait for the dpkg lock)."""
+    script = full_script_of(result)
+    assert script.startswith(LOCK_WAIT), "every apt script first waits for the dpkg lock, showing its holder"
+    return script[len(LOCK_WAIT):]
 
 NOW = 1_800_000_000
 FRESH = f"now={NOW}\nlists_mtime={NOW - 600}.0000000000\nstamp_mtime=\n"
@@ -199,3 +208,66 @@ def test_nothing_to_replace_is_converged() -> None:
 def test_replaces_takes_names_only() -> None:
     with pytest.raises(ValueError, match="without versions"):
         make_args("apt", name=["a"], replaces=["b=1"])
+
+
+HOLDER = """
+import fcntl, sys, time
+with open(sys.argv[1], "w") as lock:
+    fcntl.lockf(lock, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_held_dpkg_lock_is_waited_for_with_progress_naming_the_holder(tmp_path):
+    """Before: apt-get waited silently (DPkg::Lock::Timeout), 45 s seen with nothing printed."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.unit.ops_support import LocalTestConnection
+
+    lock = tmp_path / "lock-frontend"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "7"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    started = time.monotonic()
+    lines: list[str] = []
+    done = LocalTestConnection().run(f"{dpkg_lock_script()}\nwait_dpkg_lock 60\necho free", sudo=False,
+                                     env={"DPKG_LOCK_FILES": str(lock)}, on_output=lines.append)
+    holder.wait()
+    assert done.rc == 0 and done.stdout.strip().endswith("free"), done.stderr
+    assert time.monotonic() - started >= 5, "it did not wait for the holder"
+    waits = [line for line in lines if line.startswith("dpkg_lock=")]
+    assert waits and f"\t{holder.pid}\t" in waits[0] and "python" in waits[0] and "import fcntl" in waits[0]
+
+
+def test_a_dpkg_lock_held_too_long_fails_naming_the_holder(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.unit.ops_support import LocalTestConnection
+
+    lock = tmp_path / "lock-frontend"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        done = LocalTestConnection().run(f"{dpkg_lock_script()}\nwait_dpkg_lock 2", sudo=False,
+                                         env={"DPKG_LOCK_FILES": str(lock)})
+        assert done.rc == 1 and f"still held after 2s by process {holder.pid}" in done.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_apply_shows_the_dpkg_lock_wait_as_progress():
+    from provision.connection.base import RunResult
+    from provision.ops import REGISTRY
+    from tests.unit.ops_support import ScriptedConnection, context
+
+    result = plan("apt", FRESH, name=["jq"])
+    waited = "dpkg_lock=0\t2839\t/usr/bin/python3 /usr/bin/unattended-upgrade\ndpkg_lock=5\t2839\t/usr/bin/python3 " \
+             "/usr/bin/unattended-upgrade\nSetting up jq\n"
+    progress: list[tuple] = []
+    REGISTRY["apt"].apply(context(ScriptedConnection([RunResult(waited, "", 0)]), progress=progress), result)
+    assert progress[-1][0] == ("waiting for the dpkg lock held by process 2839 "
+                               "(/usr/bin/python3 /usr/bin/unattended-upgrade) for 5 s")

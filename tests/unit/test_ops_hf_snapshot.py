@@ -206,3 +206,33 @@ def test_download_rate_counts_only_bytes_moved_since_the_first_report() -> None:
     assert rate.text(50 * MIB) == ""            # resumed at 50 MiB: no rate yet
     assert rate.text(70 * MIB) == ", 10.0 MiB/s"
     assert rate.text(50 * MIB) == ""            # nothing moved
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 4 MiB filesystem (tmpfs), so a full disk is a full disk."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True,
+                          check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (root needed): {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_disk_filled_after_the_probe_is_reported_with_path_filesystem_free_and_needed(hub: RunningHub,
+                                                                                        small_disk: Path) -> None:
+    """Before: curl's "(23) Failure writing output". The free space is checked again before each file."""
+    op_args = args(cache_dir=str(small_disk / "hub"), endpoint=hub.url, token=TOKEN)
+    result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
+    assert result.changed, "the probe saw enough space for the 2 MiB download"
+    (small_disk / "filler").write_bytes(b"\0" * (3 * MIB + 512 * 1024))  # another process fills the disk
+    with pytest.raises(CommandFailed) as failed:
+        REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), result)
+    message = str(failed.value)
+    assert "not enough disk space for" in message and f"{small_disk}/hub/models--" in message
+    assert f"(filesystem tmpfs mounted on {small_disk})" in message
+    assert f"bytes free, {MIB} bytes needed" in message and "(23)" not in message

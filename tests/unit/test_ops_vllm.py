@@ -26,7 +26,7 @@ RELEASE_ARGS: dict[str, Any] = {
     "model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "served_name": "workhorse", "flags": FLAGS,
     "weights": {"repo": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "revision": "main", "commit": "c" * 40},
     "volumes": ["/var/lib/provision/huggingface:/root/.cache/huggingface"],
-    "env": {"HF_ENDPOINT": "https://huggingface.co"}, "secret_env": {"VLLM_API_KEY": KEY, "HF_TOKEN": ""},
+    "env": {"HF_ENDPOINT": "https://huggingface.co"}, "api_key": KEY,
 }
 SERVICE_ARGS = {"served_name": "workhorse"}
 SAMPLES = {"vllm_release": RELEASE_ARGS, "vllm_smoke": SERVICE_ARGS, "vllm_rollback": SERVICE_ARGS,
@@ -62,14 +62,14 @@ def test_bad_release_arguments_are_refused(change: dict[str, Any], message: str)
         make_args("vllm_release", **{**RELEASE_ARGS, **change})
 
 
-def test_secret_env_values_are_masked_from_the_moment_they_are_read() -> None:
-    make_args("vllm_release", **{**RELEASE_ARGS, "secret_env": {"VLLM_API_KEY": "freshly-read-secret-42"}})
+def test_the_api_key_is_masked_from_the_moment_it_is_read() -> None:
+    make_args("vllm_release", **{**RELEASE_ARGS, "api_key": "freshly-read-secret-42"})
     assert REDACTOR("freshly-read-secret-42") == "***"
     assert REDACTOR("https://huggingface.co") == "https://huggingface.co", "plain env values stay readable"
 
 
 def probe_output(record: Record | None = None, unit: str | None = None, env: str | None = None,
-                 active: str = "active", enabled: str = "enabled") -> str:
+                 active: str = "active", enabled: str = "enabled", key: str | None = None) -> str:
     lines = ["probed=1"]
     if record is not None:
         lines.append(f"record={base64.b64encode(record.text().encode()).decode()}")
@@ -77,13 +77,15 @@ def probe_output(record: Record | None = None, unit: str | None = None, env: str
         lines += [f"unit_sha256={sha256_text(unit)}", f"unit_text={base64.b64encode(unit.encode()).decode()}"]
     if env is not None:
         lines.append(f"env_sha256={sha256_text(env)}")
+    if key:
+        lines.append(f"key_sha256={sha256_text(key)}")
     lines += [f"ActiveState={active}", f"UnitFileState={enabled}", "NeedDaemonReload=no"]
     return "\n".join(lines) + "\n"
 
 
 def converged_probe(**overrides: Any) -> str:
     release = make_args("vllm_release", **{**RELEASE_ARGS, **overrides}).release()
-    return probe_output(Record(current=release.entry()), release.unit_text, release.env_text)
+    return probe_output(Record(current=release.entry()), release.unit_text, release.env_text, key=release.key_text)
 
 
 def test_the_running_release_means_no_change_and_no_restart() -> None:
@@ -99,10 +101,18 @@ def test_a_changed_flag_is_a_deploy_whose_diff_shows_the_unit_and_hides_the_env(
     assert KEY not in result.diff
 
 
-def test_a_new_key_shows_only_that_the_secret_env_changed() -> None:
-    result = plan("vllm_release", converged_probe(), **{**RELEASE_ARGS, "secret_env": {"VLLM_API_KEY": "k2-abcdef"}})
-    assert result.summary.endswith("env file (secret) changed")
-    assert "/etc/provision/vllm/vllm.env: content changed (secret)" in result.diff and "k2-abcdef" not in result.diff
+def test_a_new_key_shows_only_that_the_key_changed() -> None:
+    result = plan("vllm_release", converged_probe(), **{**RELEASE_ARGS, "api_key": "k2-abcdef"})
+    assert result.summary.endswith("API key changed")
+    assert "/etc/provision/vllm/api-key: API key changed (secret)" in result.diff and "k2-abcdef" not in result.diff
+
+
+def test_the_key_is_a_read_only_mount_never_the_containers_env_and_no_hf_token_enters() -> None:
+    release = make_args("vllm_release", **RELEASE_ARGS).release()
+    assert KEY not in release.unit_text and KEY not in release.env_text
+    assert "-v /etc/provision/vllm/api-key:/run/secrets/VLLM_API_KEY:ro" in release.unit_text
+    assert "--entrypoint /bin/sh" in release.unit_text and "HF_TOKEN" not in release.env_text
+    assert release.key_text == KEY
 
 
 def test_check_mode_before_the_first_pull_says_so() -> None:

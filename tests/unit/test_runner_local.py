@@ -72,7 +72,7 @@ def run(project: Path, **options) -> dict:
     extra_vars = options.pop("extra_vars", {})
     inventory = load_inventory(project / "inventory.yaml")
     plays = load_playbook(project / "playbooks/site.yaml")
-    config = RunConfig(options=RunOptions(**options), extra_vars=extra_vars)
+    config = RunConfig(options=RunOptions(**options), extra_vars=extra_vars, lock=False)
     result = Runner(inventory, config, SilentReporter()).run(plays)
     return result.document()["hosts"]["here"] | {"_result": result}
 

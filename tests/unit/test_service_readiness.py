@@ -27,7 +27,7 @@ from tests.unit.ops_support import assert_bash_parses, run_local
 from tests.unit.serving_support import API_KEY, FAST, profile_arguments, start_profile_standin, stop
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
-ENDPOINT = Endpoint(name="vllm", port=8000, env_file="/etc/provision/vllm/vllm.env", served_name="workhorse")
+ENDPOINT = Endpoint(name="vllm", port=8000, key_file="/etc/provision/vllm/vllm.env", served_name="workhorse")
 MARK = StartMark(cursor="s=abc", restarts=0)
 
 
@@ -152,17 +152,17 @@ def test_snapshot_script_parses_for_every_kind_of_start_mark() -> None:
 
 def test_snapshot_script_reports_a_refused_port_and_goes_on(tmp_path: Path) -> None:
     """It runs under the connection's `set -euo pipefail`: a refused connection must not end it."""
-    endpoint = Endpoint(name="vllm", port=free_port(), env_file=str(tmp_path / "none.env"), served_name="w")
+    endpoint = Endpoint(name="vllm", port=free_port(), key_file=str(tmp_path / "no-key"), served_name="w")
     done = run_local(snapshot_script(endpoint, StartMark(since=1)))
     assert done.rc == 0 and "health=000" in done.stdout and "log=" in done.stdout
 
 
-def test_snapshot_script_reads_a_running_server_with_the_key_from_the_env_file(tmp_path: Path) -> None:
-    env_file = tmp_path / "vllm.env"
-    env_file.write_text(f"HF_ENDPOINT=http://x\nVLLM_API_KEY={API_KEY}\n")
+def test_snapshot_script_reads_a_running_server_with_the_key_from_the_key_file(tmp_path: Path) -> None:
+    env_file = tmp_path / "api-key"
+    env_file.write_text(f"{API_KEY}\n")
     server = start_profile_standin()
     try:
-        endpoint = Endpoint(name="vllm", port=server.port, env_file=str(env_file), served_name="workhorse")
+        endpoint = Endpoint(name="vllm", port=server.port, key_file=str(env_file), served_name="workhorse")
         done = run_local(snapshot_script(endpoint, StartMark(since=1)))
         snapshot: Snapshot = parse_snapshot(done.stdout)
         assert snapshot.health == 200 and snapshot.models == ["workhorse"]

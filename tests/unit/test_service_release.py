@@ -40,7 +40,7 @@ def release(flag: str = "4", image: str = "img:1", commit: str = "c" * 40, key: 
     arguments = ["m", "--max-num-seqs", flag]
     return Release(image=image, pinned_image=f"img@sha256:{image[-1] * 4}", weights={"commit": commit},
                    arguments=arguments, unit_text=f"[Service]\nExecStart=run {image} {' '.join(arguments)}\n",
-                   env_text=f"VLLM_API_KEY={key}\n")
+                   env_text="HF_HUB_OFFLINE=1\n", key_text=key)
 
 
 def live(record: Record, desired: Release | None = None, active: str = "active", enabled: str = "enabled",
@@ -48,7 +48,8 @@ def live(record: Record, desired: Release | None = None, active: str = "active",
     return LiveState(record=record, unit_sha256=sha256_text(desired.unit_text) if desired else "",
                      unit_text=desired.unit_text if desired else None,
                      env_sha256=sha256_text(desired.env_text) if desired else "", active_state=active,
-                     unit_file_state=enabled, need_daemon_reload=reload)
+                     unit_file_state=enabled, need_daemon_reload=reload,
+                     key_sha256=sha256_text(desired.key_text) if desired else "")
 
 
 def test_same_release_running_and_untouched_means_nothing_to_do() -> None:
@@ -60,7 +61,7 @@ def test_same_release_running_and_untouched_means_nothing_to_do() -> None:
     (release(flag="3"), "arguments --max-num-seqs 4 -> 3"),
     (release(image="img:2"), "image img:1 -> img:2 (img@sha256:2222)"),
     (release(commit="d" * 40), "weights cccccccccccc -> dddddddddddd"),
-    (release(key="k2"), "env file (secret) changed"),
+    (release(key="k2"), "API key changed"),
 ])
 def test_each_change_is_named(desired: Release, reason: str) -> None:
     current = release()
@@ -72,8 +73,11 @@ def test_each_change_is_named(desired: Release, reason: str) -> None:
 def test_edited_files_a_stopped_service_and_a_first_release_are_differences() -> None:
     current = release()
     edited = LiveState(Record(current=current.entry()), "0" * 64, "x", sha256_text(current.env_text), "active",
-                       "enabled", False)
+                       "enabled", False, sha256_text(current.key_text))
     assert differences(current, edited) == ["unit file edited on the host"]
+    key_gone = LiveState(Record(current=current.entry()), sha256_text(current.unit_text), "x",
+                         sha256_text(current.env_text), "active", "enabled", False, "")
+    assert differences(current, key_gone) == ["API key file missing"]
     assert differences(current, live(Record(current=current.entry()), current, active="failed")) == [
         "service is failed"]
     assert differences(current, live(Record(current=current.entry()), current, enabled="disabled")) == [

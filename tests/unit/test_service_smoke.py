@@ -82,16 +82,16 @@ def test_vision_can_be_turned_off() -> None:
 
 
 def test_smoke_script_parses_and_never_holds_the_request_in_its_text() -> None:
-    endpoint = Endpoint(name="vllm", port=8000, env_file="/etc/provision/vllm/vllm.env", served_name="w")
+    endpoint = Endpoint(name="vllm", port=8000, key_file="/etc/provision/vllm/vllm.env", served_name="w")
     script = smoke_script(endpoint, ["text", "vision"], 60)
     assert_bash_parses(script)
     assert "base64," not in script
 
 
 @pytest.fixture
-def env_file(tmp_path: Path) -> Path:
-    path = tmp_path / "vllm.env"
-    path.write_text(f"# env\nHF_ENDPOINT=http://x\nVLLM_API_KEY={API_KEY}\n")
+def key_file(tmp_path: Path) -> Path:
+    path = tmp_path / "api-key"
+    path.write_text(f"{API_KEY}\n")
     return path
 
 
@@ -103,10 +103,10 @@ def run_here(script: str, payload: bytes | None) -> str:
 
 
 @pytest.mark.parametrize(("behaviour", "passes"), [("ok", True), ("wrong-vision", False)])
-def test_smoke_checks_against_a_running_server(env_file: Path, behaviour: str, passes: bool) -> None:
+def test_smoke_checks_against_a_running_server(key_file: Path, behaviour: str, passes: bool) -> None:
     server = start_profile_standin(behaviour)
     try:
-        endpoint = Endpoint(name="vllm", port=server.port, env_file=str(env_file), served_name="workhorse")
+        endpoint = Endpoint(name="vllm", port=server.port, key_file=str(key_file), served_name="workhorse")
         if passes:
             report = run_smoke(run_here, endpoint, vision=True, timeout=30)
             assert report.ok and "red" in report.vision.answer.lower() and report.text.answer
@@ -118,11 +118,11 @@ def test_smoke_checks_against_a_running_server(env_file: Path, behaviour: str, p
 
 
 def test_a_wrong_key_is_reported_as_refused(tmp_path: Path) -> None:
-    wrong = tmp_path / "wrong.env"
-    wrong.write_text("VLLM_API_KEY=not-the-key\n")
+    wrong = tmp_path / "wrong-key"
+    wrong.write_text("not-the-key\n")
     server = start_profile_standin()
     try:
-        endpoint = Endpoint(name="vllm", port=server.port, env_file=str(wrong), served_name="workhorse")
+        endpoint = Endpoint(name="vllm", port=server.port, key_file=str(wrong), served_name="workhorse")
         with pytest.raises(SmokeFailed, match="text: HTTP 401"):
             run_smoke(run_here, endpoint, vision=False, timeout=30)
         done = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)

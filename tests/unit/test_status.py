@@ -3,7 +3,16 @@ import subprocess
 from provision.cli.fleet import memory_lines
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.release import Layout
-from provision.vllm.status import drift, memory_found, parse_metrics, parse_status, status_script
+from provision.vllm.status import (
+    ServiceStatus,
+    describe_failure,
+    drift,
+    drift_summary,
+    memory_found,
+    parse_metrics,
+    parse_status,
+    status_script,
+)
 
 OUTPUT = """@@status unit
 ActiveState=active
@@ -40,9 +49,40 @@ def test_down_service():
     assert status.health == "down" and status.uptime_s is None and status.tokens_per_s is None
 
 
-def test_drift():
-    release = {"flags_fingerprint": "f1"}
-    assert drift(release, "f1") == "in sync" and drift(release, "f2") == "DRIFT" and drift(None, "f") == "not deployed"
+RELEASE = {"id": "r1", "image": "vllm/vllm-openai:v0.21.0", "pinned_image": "vllm/vllm-openai@sha256:" + "ab" * 32,
+           "unit_sha256": "u1", "weights": {"commit": "c" * 40}}
+WANTED = ["org/model", "--max-num-seqs", "3", "--max-model-len", "auto"]
+RUNNING = ["-c", "script", "provision-secrets", "vllm", "serve", "org/model", "--max-num-seqs", "3",
+           "--max-model-len", "131072"]
+
+
+def running(cmd: list[str] = RUNNING, unit: str = "u1", image: str = RELEASE["pinned_image"]) -> ServiceStatus:
+    return ServiceStatus(release=RELEASE, live={"arguments": cmd, "unit_sha256": unit, "image": image})
+
+
+def test_in_sync_is_judged_from_the_running_container():
+    assert drift(running(), WANTED, "vllm/vllm-openai:v0.21.0") == []
+    assert drift_summary([]) == "in sync" and drift(ServiceStatus(), WANTED, "") == ["not deployed"]
+
+
+def test_drift_lists_what_differs_in_the_running_container_and_the_live_unit():
+    """Before: drift came from the release record, so a hand-edited unit showed "in sync", and
+    "DRIFT" did not say what drifted."""
+    edited = [*RUNNING[:7], "9", *RUNNING[8:], "--enforce-eager"]
+    found = drift(running(edited, unit="u2"), WANTED, "vllm/vllm-openai:v0.22.0")
+    assert "--max-num-seqs 9 ≠ 3" in found
+    assert "--enforce-eager not in the inventory" in found
+    assert "image vllm/vllm-openai@sha256:abababababab… ≠ inventory's vllm/vllm-openai:v0.22.0" in found
+    assert "unit file edited on the host (not what release r1 deployed)" in found
+    assert drift(running([]), WANTED, "") == ["no container running"]
+
+
+def test_the_last_failed_upgrade_is_shown_with_its_reason():
+    status = parse_status(OUTPUT.replace('"flags_fingerprint": "f1"}', '"flags_fingerprint": "f1"}, "last_failed": '
+                                         '{"id": "bad1", "image": "img:2", "weights": {"commit": "dddd"}, '
+                                         '"reason": "vLLM exited: CUDA out of memory\\nmore"}'))
+    assert describe_failure(status.last_failed) == (
+        "release bad1 (image img:2, weights dddd) failed: vLLM exited: CUDA out of memory")
 
 
 def test_metrics_sum_label_sets():

@@ -1,8 +1,10 @@
 """`vllm_release`: the vLLM container as a systemd service, deployed as a checked, reversible release.
 
-From the model profile's data (image pinned by digest, model, flags mapping, weights commit, env
-secrets) it renders the unit (`docker run --gpus all --ipc=host ...`, see service/unit.py) and the env
-file (0600: HF_TOKEN, VLLM_API_KEY, ...), and compares that release with the host's release record
+From the model profile's data (image pinned by digest, model, flags mapping, weights commit, the
+API key) it renders the unit (`docker run --gpus all --ipc=host ...`, see vllm/unit.py), the env
+file (0600, plain settings) and the API key file (0600, mounted read-only into the container; the
+Hugging Face token never enters it: the weights are in the cache and vLLM runs offline), and
+compares that release with the host's release record
 and live files. Converged (same release, files untouched, service running and enabled): nothing
 happens, no restart. Otherwise apply stops the service, swaps the files in atomically, starts it,
 waits for readiness (stopping early on vLLM's fatal log lines) and runs the text and vision smoke
@@ -13,7 +15,7 @@ again, and the host fails with the reason (service/release.py). The registered r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -23,8 +25,17 @@ from provision.ops.scripting import probe_block, text_diff
 from provision.secrets import Secret
 from provision.vllm.argv import FlagError, serve_arguments
 from provision.vllm.checks import host_runner
+from provision.vllm.guard import UpgradeGuard
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
-from provision.vllm.release import Deployer, LiveState, Release, differences, parse_live_state, state_probe
+from provision.vllm.release import (
+    Deployer,
+    LiveState,
+    Release,
+    differences,
+    parse_live_state,
+    sha256_text,
+    state_probe,
+)
 from provision.vllm.unit import ContainerUnit, render_env_file, render_unit
 
 
@@ -38,21 +49,19 @@ class VllmReleaseArgs(VllmServiceArgs):
     volumes: list[str] = []
     run_options: list[str] = ["--gpus", "all", "--ipc=host"]
     env: dict[str, str] = {}
-    secret_env: dict[str, Secret] = {}
+    api_key: Secret = Secret("")
+    command: list[str] = ["vllm", "serve"]  # the image's entrypoint, run after the secrets are read
     docker: str = "/usr/bin/docker"
     restart_sec: int = Field(default=10, ge=0)
     start_limit_interval: int = Field(default=900, ge=0)
     start_limit_burst: int = Field(default=5, ge=1)
     stop_timeout: int = Field(default=30, ge=1)
 
-    @field_validator("secret_env", mode="before")
+    @field_validator("api_key", mode="before")
     @classmethod
-    def _secrets(cls, value: object) -> object:
-        """Secret env values become Secrets: registered with the redactor as soon as they are read."""
-        if isinstance(value, dict):
-            return {str(k): v if isinstance(v, Secret) else Secret("" if v is None else str(v))
-                    for k, v in value.items()}
-        return value
+    def _secret(cls, value: object) -> object:
+        """The key becomes a Secret: registered with the redactor as soon as it is read."""
+        return value if isinstance(value, Secret) else Secret("" if value is None else str(value))
 
     @field_validator("env", mode="before")
     @classmethod
@@ -89,7 +98,9 @@ class VllmReleaseArgs(VllmServiceArgs):
             image=self.image_pinned or self.image, arguments=serve_arguments(self.model, self.flags),
             run_options=list(self.run_options), ports=[f"{bind}{self.port}:{self.container_port}"],
             volumes=list(self.volumes),
-            env_file=self.env_file, docker=self.docker, restart_sec=self.restart_sec,
+            env_file=self.env_file, docker=self.docker, command=list(self.command),
+            secret_files={"VLLM_API_KEY": self.api_key_file} if self.api_key.reveal() else {},
+            restart_sec=self.restart_sec,
             start_limit_interval_s=self.start_limit_interval, start_limit_burst=self.start_limit_burst,
             stop_timeout_s=self.stop_timeout, start_timeout_s=int(self.ready_timeout),
         )
@@ -98,7 +109,7 @@ class VllmReleaseArgs(VllmServiceArgs):
         unit = self.unit()
         return Release(image=self.image, pinned_image=self.image_pinned, weights=dict(self.weights),
                        arguments=unit.arguments, unit_text=render_unit(unit),
-                       env_text=render_env_file({**self.env, **self.secret_env}))
+                       env_text=render_env_file(self.env), key_text=self.api_key.reveal())
 
 
 @dataclass
@@ -106,6 +117,7 @@ class ReleasePlan(Plan):
     args: VllmReleaseArgs | None = None
     release: Release | None = None
     live: LiveState | None = None
+    acknowledge: bool = False  # only clear the record's note (what the upgrade guard did)
 
 
 @register
@@ -121,20 +133,33 @@ class VllmReleaseOperation(Operation):
         release = args.release()
         reasons = differences(release, live)
         result = {"release": release.id, "smoked": False}
+        note = live.record.note
+        if not reasons and note:  # the last run was cut off and the host's guard acted: say so, once
+            return ReleasePlan(changed=True, summary=f"release {release.id} serving; {note}", result=result,
+                               args=args, release=release, live=live, acknowledge=True,
+                               commands=[Command(script=":", description="record that the guard's note was seen")])
         if not reasons:
             return Plan.ok(f"release {release.id} serving ({args.image})", **result)
+        if note:
+            reasons.append(note)
         pending = "" if args.image_pinned else f" (once {args.image} is pulled)"
         diff = text_diff(args.layout().unit_path, live.unit_text, release.unit_text)
         if live.env_sha256 != release.entry()["env_sha256"]:
-            diff += f"{args.env_file}: content changed (secret)\n"
+            diff += f"{args.env_file}: content changed\n"
+        if release.key_text and live.key_sha256 != sha256_text(release.key_text):
+            diff += f"{args.api_key_file}: API key changed (secret)\n"
         return ReleasePlan(changed=True, summary=f"deploy release {release.id}{pending}: {'; '.join(reasons)}",
                            diff=diff, result=result, args=args, release=release, live=live,
                            commands=[Command(script=":", description=f"deploy release {release.id}")])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, ReleasePlan) and plan.args and plan.release and plan.live
-        deployer = Deployer(host_runner(ctx.conn, f"deploy {plan.args.name}"), plan.args.layout(),
-                            verify_on(ctx, plan.args))
+        args = plan.args
+        guard = UpgradeGuard(args.layout(), args.endpoint(), args.ready_timeout, args.smoke_timeout)
+        deployer = Deployer(host_runner(ctx.conn, f"deploy {args.name}"), args.layout(), verify_on(ctx, args), guard)
+        if plan.acknowledge:
+            deployer.write_record(replace(plan.live.record, note=None))
+            return ApplyResult(changed=True, result=dict(plan.result))
         checks = deployer.deploy(plan.release, plan.live)
         plan.summary = f"{plan.summary}; {checks['summary']}"
         return ApplyResult(changed=True, result={**plan.result, "smoked": True, **checks})

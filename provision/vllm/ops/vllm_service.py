@@ -22,6 +22,7 @@ class VllmServiceArgs(OpArgs):
     port: int = Field(default=8000, ge=1, le=65535)
     served_name: str
     env_file: AbsolutePath = "/etc/provision/vllm/vllm.env"
+    api_key_file: AbsolutePath = "/etc/provision/vllm/api-key"
     state_dir: AbsolutePath = "/var/lib/provision/vllm"
     unit_dir: AbsolutePath = "/etc/systemd/system"
     ready_timeout: float = Field(default=1200, gt=0)
@@ -29,10 +30,11 @@ class VllmServiceArgs(OpArgs):
     smoke_timeout: float = Field(default=300, gt=0)
 
     def endpoint(self) -> Endpoint:
-        return Endpoint(name=self.name, port=self.port, env_file=self.env_file, served_name=self.served_name)
+        return Endpoint(name=self.name, port=self.port, key_file=self.api_key_file, served_name=self.served_name)
 
     def layout(self) -> Layout:
-        return Layout(name=self.name, env_file=self.env_file, state_dir=self.state_dir, unit_dir=self.unit_dir)
+        return Layout(name=self.name, env_file=self.env_file, state_dir=self.state_dir, unit_dir=self.unit_dir,
+                      key_file=self.api_key_file)
 
     def check_settings(self) -> CheckSettings:
         return CheckSettings(ready_timeout=self.ready_timeout, vision=self.smoke_vision,

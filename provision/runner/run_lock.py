@@ -1,0 +1,198 @@
+"""One run per host: a lock on the host, held by a session of the run, with a heartbeat.
+
+The lock script (run_lock.sh) is started on its own channel right after connecting, beside the facts
+probe (no extra wait): it takes flock(2) on /var/lib/provision/run.lock, records who holds it
+(controller host, pid, the pid's start time, the command) and writes a beat every second for as long
+as the run's controller keeps the channel open. A controller that dies or closes the connection
+releases the lock by itself (the holder's next write fails). A second run is refused at once naming
+the holder, or waits (`--wait-lock SECONDS`). A holder whose controller is provably gone — the same
+controller machine, and that pid no longer runs with that start time — is ended and the lock taken.
+
+The beat is also the run's liveness signal: when no beat arrives for `silent_after_s`, the host is
+silent (packets dropped, host hung) and the watchdog closes the connection, so the command in flight
+fails at once as unreachable instead of hanging on TCP's retransmissions.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from provision import interrupt
+from provision.connection.base import Connection, LineStream
+from provision.errors import ProvisionError
+
+LOCK_DIR = "/var/lib/provision"
+ANSWER_TIMEOUT_S = 30.0
+POLL_S = 2.0
+
+
+class RunLockHeld(ProvisionError):
+    """Another run holds this host."""
+
+
+def lock_script() -> str:
+    return resources.files("provision.runner").joinpath("run_lock.sh").read_text(encoding="utf-8")
+
+
+def process_start(pid: int) -> str:
+    """The start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat): with the pid, it
+    names one process even after the pid is reused. Empty where /proc is not there (macOS)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def this_controller(command: str) -> dict[str, Any]:
+    """Who we are, as the holder record names it."""
+    pid = os.getpid()
+    return {"controller_host": socket.gethostname(), "controller_pid": pid, "controller_pid_start": process_start(pid),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": command}
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """`controller laptop-7 pid 4242 (since 2026-12-01T09:12:03Z, `provision up office.yaml`)`."""
+    if not holder:
+        return "a run whose holder record is unreadable"
+    return (f"controller {holder.get('controller_host', '?')} pid {holder.get('controller_pid', '?')} "
+            f"(since {holder.get('started', '?')}, `{holder.get('command', '?')}`)")
+
+
+def provably_gone(holder: dict[str, Any], local_host: str, alive: Callable[[int, str], bool]) -> bool:
+    """True only when the holder's controller ran on this machine and its process is gone (pid not
+    running, or running with another start time: reused). A holder from another machine is never
+    provably gone from here."""
+    pid = holder.get("controller_pid")
+    if holder.get("controller_host") != local_host or not isinstance(pid, int):
+        return False
+    return not alive(pid, str(holder.get("controller_pid_start", "")))
+
+
+def local_process_alive(pid: int, start: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return not start or process_start(pid) in ("", start)
+
+
+@dataclass
+class Answer:
+    taken: bool
+    holder: dict[str, Any]
+
+
+def parse_answer(lines: list[str]) -> Answer:
+    """`lock=taken` or `lock=held` + `holder=BASE64(JSON)`."""
+    fields = dict(line.partition("=")[::2] for line in lines if "=" in line)
+    if fields.get("lock") == "taken":
+        return Answer(True, {})
+    if fields.get("lock") != "held":
+        raise ProvisionError(f"the run lock script printed nothing usable: {' | '.join(lines)[:200]!r}")
+    try:
+        holder = json.loads(base64.b64decode(fields.get("holder", ""), validate=True) or b"{}")
+    except (binascii.Error, ValueError):
+        holder = {}
+    return Answer(False, holder if isinstance(holder, dict) else {})
+
+
+class RunLock:
+    """The run lock of one host, and the watchdog of its beat."""
+
+    def __init__(self, host_name: str, command: str = " ".join(["provision", *sys.argv[1:]]),
+                 wait_s: float = 0, silent_after_s: float = 20,
+                 progress: Callable[[str], None] | None = None, lock_dir: str = LOCK_DIR) -> None:
+        self.host_name = host_name
+        self.lock_dir = lock_dir
+        self.me = this_controller(command)
+        self.wait_s = wait_s
+        self.silent_after_s = silent_after_s
+        self.progress = progress or (lambda text: None)
+        self.stream: LineStream | None = None
+        self.last_beat = time.monotonic()
+        self.silent_for: float | None = None
+        self._answer: list[str] = []
+        self._answered = threading.Event()
+        self._closed = False
+
+    def start(self, conn: Connection, break_pid: int | None = None) -> None:
+        """Ask for the lock on `conn` without waiting for the answer (read it with `confirm`)."""
+        holder = json.dumps(self.me)[:-1]
+        env = {"LOCK_DIR": self.lock_dir, "HOLDER": holder, "GRACE_S": "2", "BREAK_PID": str(break_pid or "")}
+        self._answer, self._answered = [], threading.Event()
+        self.silent_for = None
+        self.stream = conn.start(lock_script(), sudo=True, env=env)
+        self.last_beat = time.monotonic()
+        threading.Thread(target=self._read, args=(self.stream, self._answer, self._answered, conn), daemon=True,
+                         name=f"run-lock {self.host_name}").start()
+
+    def _read(self, stream: LineStream, answer: list[str], answered: threading.Event, conn: Connection) -> None:
+        watchdog_started = False
+        try:
+            for line in stream:
+                self.last_beat = time.monotonic()
+                if not answered.is_set():
+                    answer.append(line)
+                    if line.startswith("lock=taken") or line.startswith("holder="):
+                        answered.set()
+                        if line.startswith("lock=taken") and not watchdog_started:
+                            watchdog_started = True
+                            threading.Thread(target=self._watch, args=(stream, conn), daemon=True).start()
+        except Exception:  # the channel died: the watchdog or the command in flight reports it
+            pass
+        answered.set()
+
+    def _watch(self, stream: LineStream, conn: Connection) -> None:
+        while not self._closed and self.stream is stream:
+            quiet = time.monotonic() - self.last_beat
+            if quiet > self.silent_after_s:
+                self.silent_for = quiet
+                conn.close()  # the command in flight fails at once: HostUnreachable
+                return
+            time.sleep(0.5)
+
+    def confirm(self, conn: Connection) -> None:
+        """Wait for the lock's answer; on `held`, end a provably orphaned holder, wait (--wait-lock),
+        or refuse naming the holder."""
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            if not self._answered.wait(ANSWER_TIMEOUT_S):
+                raise ProvisionError(f"the run lock on {self.host_name} did not answer in {ANSWER_TIMEOUT_S:.0f} s")
+            answer = parse_answer(self._answer)
+            if answer.taken:
+                return
+            holder = answer.holder
+            if provably_gone(holder, self.me["controller_host"], local_process_alive) and holder.get("lock_pid"):
+                self.progress(f"the run lock was held by {describe_holder(holder)}, which is gone: taking it over")
+                self.start(conn, break_pid=int(holder["lock_pid"]))
+                continue
+            waited = self.wait_s - (deadline - time.monotonic())
+            if time.monotonic() >= deadline:
+                hint = "" if self.wait_s else "; wait for it with --wait-lock SECONDS"
+                raise RunLockHeld(f"{self.host_name}: another provision run holds this host: "
+                                  f"{describe_holder(holder)}{hint}"
+                                  + (f" (waited {waited:.0f} s)" if self.wait_s else ""))
+            self.progress(f"waiting for the run lock held by {describe_holder(holder)} ({waited:.0f} s)")
+            interrupt.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+            self.start(conn)
+
+    def release(self) -> None:
+        self._closed = True
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# provision's run lock on this host: one run at a time (provision/runner/run_lock.py reads what this
+# prints). The lock is flock(2) on $LOCK_DIR/run.lock, held by this shell for as long as the run's
+# controller keeps this session open: the shell writes a beat every second to the controller, and
+# the first write after the controller is gone fails (EPIPE), so the kernel drops the lock with the
+# shell. A holder can only outlive its controller while the network is silent; then a run from the
+# same controller machine may end it once it has proved the holder's controller process gone.
+# Env: LOCK_DIR, HOLDER (this run, one JSON object without its closing brace), GRACE_S (how long a
+# held lock is waited for before answering "held"), BREAK_PID (a holder shell proven orphaned).
+set -euo pipefail
+mkdir -p -- "$LOCK_DIR"
+lock="$LOCK_DIR/run.lock"
+holder="$LOCK_DIR/run.holder.json"
+exec 9>>"$lock"
+if ! flock -w "${GRACE_S:-2}" 9; then
+  if [ -n "${BREAK_PID:-}" ] && grep -q "\"lock_pid\": ${BREAK_PID}}" "$holder" 2>/dev/null; then
+    kill -- "$BREAK_PID" 2>/dev/null || true
+    flock -w 10 9 || { echo "lock=held"; echo "holder=$(base64 -w0 < "$holder" 2>/dev/null || true)"; exit 0; }
+  else
+    echo "lock=held"
+    echo "holder=$(base64 -w0 < "$holder" 2>/dev/null || true)"
+    exit 0
+  fi
+fi
+tmp=$(mktemp -- "$holder.XXXXXX")
+printf '%s, "lock_pid": %s}\n' "$HOLDER" "$$" > "$tmp"
+chmod 0644 -- "$tmp"
+mv -f -- "$tmp" "$holder"
+echo "lock=taken"
+# the beat: the controller's watchdog reads it (a silent host is reported unreachable), and the
+# write that fails once the controller is gone ends this shell and with it the lock
+while echo beat; do
+  sleep 1 9>&-
+done

@@ -1,0 +1,111 @@
+"""The run lock (provision/runner/run_lock.sh + run_lock.py) on this machine, through the local
+connection with real flock(2) and bash: one holder at a time, refusal naming the holder, release on
+close, a provably orphaned holder ended, --wait-lock, and the silence watchdog."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from provision.connection.base import LineStream
+from provision.connection.local import LocalConnection
+from provision.runner.run_lock import RunLock, RunLockHeld, describe_holder, provably_gone
+
+
+def lock(tmp_path: Path, wait_s: float = 0, **kwargs) -> tuple[RunLock, LocalConnection]:
+    conn = LocalConnection("here", become=False)
+    run_lock = RunLock("here", command="provision up test.yaml", wait_s=wait_s, lock_dir=str(tmp_path), **kwargs)
+    run_lock.start(conn)
+    return run_lock, conn
+
+
+def test_a_second_run_is_refused_at_once_naming_the_holder(tmp_path: Path):
+    first, conn = lock(tmp_path)
+    first.confirm(conn)
+    try:
+        second, conn2 = lock(tmp_path)
+        started = time.monotonic()
+        with pytest.raises(RunLockHeld) as refused:
+            second.confirm(conn2)
+        assert time.monotonic() - started < 6
+        message = str(refused.value)
+        assert "another provision run holds this host" in message
+        assert f"pid {first.me['controller_pid']}" in message and first.me["controller_host"] in message
+        assert "provision up test.yaml" in message and "--wait-lock" in message
+    finally:
+        first.release()
+
+
+def test_closing_the_holder_releases_the_lock(tmp_path: Path):
+    first, conn = lock(tmp_path)
+    first.confirm(conn)
+    first.release()
+    second, conn2 = lock(tmp_path)
+    second.confirm(conn2)  # within the 2 s grace: no refusal
+    second.release()
+
+
+def test_wait_lock_queues_until_the_holder_finishes(tmp_path: Path):
+    first, conn = lock(tmp_path)
+    first.confirm(conn)
+    threading.Timer(3, first.release).start()
+    waits: list[str] = []
+    second, conn2 = lock(tmp_path, wait_s=20, progress=waits.append)
+    second.confirm(conn2)
+    second.release()
+    assert any("waiting for the run lock held by controller" in text for text in waits)
+
+
+def test_a_holder_whose_controller_is_provably_gone_is_ended(tmp_path: Path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    orphan, conn = lock(tmp_path)
+    orphan.me["controller_pid"] = dead.pid  # as if that (now gone) process had taken it
+    orphan.stream.close()
+    orphan.start(conn)
+    orphan.confirm(conn)
+    notes: list[str] = []
+    second, conn2 = lock(tmp_path, progress=notes.append)
+    second.confirm(conn2)
+    second.release()
+    assert any("which is gone: taking it over" in note for note in notes)
+
+
+def test_only_a_local_dead_controller_is_provably_gone():
+    holder = {"controller_host": "laptop-7", "controller_pid": 42, "controller_pid_start": "100"}
+    assert provably_gone(holder, "laptop-7", lambda pid, start: False)
+    assert not provably_gone(holder, "laptop-7", lambda pid, start: True)
+    assert not provably_gone(holder, "ci-runner", lambda pid, start: False)  # another machine: unknowable
+    assert "controller laptop-7 pid 42" in describe_holder(holder)
+
+
+class SilentHost:
+    """A connection whose lock stream answers, beats twice, then goes silent (packets dropped)."""
+
+    host_name = "silent"
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def start(self, script: str, *, sudo: bool = True, env: dict | None = None) -> LineStream:
+        def lines():
+            yield "lock=taken\n"
+            yield "beat\n"
+            self.closed.wait(30)
+        return LineStream(lines(), lambda: None)
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_silent_host_is_cut_off_after_the_silence_timeout():
+    host = SilentHost()
+    run_lock = RunLock("silent", silent_after_s=1.5)
+    run_lock.start(host)
+    run_lock.confirm(host)
+    assert host.closed.wait(6), "the watchdog never closed the silent connection"
+    assert run_lock.silent_for is not None and run_lock.silent_for >= 1.5
