@@ -64,10 +64,14 @@ class HostState:
                     self.lock.confirm(self.conn)
         return self.conn
 
-    def confirm_lock(self) -> None:
-        if self.lock is not None and not self.lock_confirmed:
-            self.lock.confirm(self.connection())
-            self.lock_confirmed = True
+    def confirm_lock(self) -> bool:
+        """Hold the run lock (waiting or refusing as configured); True when it was taken only after
+        another run let go, so what was read from the host before it is stale."""
+        if self.lock is None or self.lock_confirmed:
+            return False
+        waited = self.lock.confirm(self.connection())
+        self.lock_confirmed = True
+        return waited
 
     def release(self) -> None:
         if self.lock is not None:
@@ -115,7 +119,10 @@ class PlayOnHost:
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
         if self.state.facts is None:
             self.gather_facts_and_states(tasks)
-        self.state.confirm_lock()
+        if self.state.confirm_lock():
+            # read while another run still held the host (--wait-lock): read it again under the lock
+            self.cache.invalidate()
+            self.gather_facts_and_states(tasks)
         for index, task in enumerate(tasks):
             if self.interrupted(task) or not self.run_task(task, tasks[index + 1:]):
                 return False

@@ -166,16 +166,19 @@ class RunLock:
                 return
             time.sleep(0.5)
 
-    def confirm(self, conn: Connection) -> None:
+    def confirm(self, conn: Connection) -> bool:
         """Wait for the lock's answer; on `held`, end a provably orphaned holder, wait (--wait-lock),
-        or refuse naming the holder."""
+        or refuse naming the holder. True when the lock was taken only after another run let go (so
+        whatever was read from the host before is stale)."""
         deadline = time.monotonic() + self.wait_s
+        waited = False
         while True:
             if not self._answered.wait(ANSWER_TIMEOUT_S):
                 raise ProvisionError(f"the run lock on {self.host_name} did not answer in {ANSWER_TIMEOUT_S:.0f} s")
             answer = parse_answer(self._answer)
             if answer.taken:
-                return
+                return waited
+            waited = True
             holder = answer.holder
             if provably_gone(holder, self.me["controller_host"], local_process_alive) and holder.get("lock_pid"):
                 self.progress(f"the run lock was held by {describe_holder(holder)}, which is gone: taking it over")
