@@ -42,6 +42,11 @@ def split_patterns(limit: str) -> list[str]:
     return [part.strip() for part in parts if part.strip()]
 
 
+class NoHostsMatched(InputError):
+    """A pattern that is well formed but selects no host: refused for `--limit`, while a play whose
+    `hosts:` matches nothing is skipped, as Ansible does."""
+
+
 def select_hosts(inventory: Inventory, limit: str | None) -> list[Host]:
     """The hosts `limit` selects, in inventory order; all hosts when `limit` is None or blank."""
     patterns = _expand_files(split_patterns(limit or ""), inventory.path)
@@ -50,7 +55,7 @@ def select_hosts(inventory: Inventory, limit: str | None) -> list[Host]:
     names = set(evaluate(inventory, patterns))
     selected = [host for host in inventory.hosts if host.name in names]
     if not selected:
-        raise InputError(f"the pattern {limit!r} leaves no hosts to run on{_groups_hint(inventory)}",
+        raise NoHostsMatched(f"the pattern {limit!r} leaves no hosts to run on{_groups_hint(inventory)}",
                          inventory.path, key="--limit")
     return selected
 
@@ -80,9 +85,9 @@ def _match(inventory: Inventory, pattern: str) -> list[str]:
     matched = _enumerate(inventory, expression, host_names)
     if not matched:
         if expression in inventory.groups:
-            raise InputError(f"group {expression!r} has no hosts", inventory.path, key="--limit")
+            raise NoHostsMatched(f"group {expression!r} has no hosts", inventory.path, key="--limit")
         hint = did_you_mean(expression, [*host_names, *inventory.groups])
-        raise InputError(f"no host or group matches {pattern!r}{hint}{_groups_hint(inventory)}",
+        raise NoHostsMatched(f"no host or group matches {pattern!r}{hint}{_groups_hint(inventory)}",
                          inventory.path, key="--limit")
     if subscript is None:
         return matched

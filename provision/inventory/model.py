@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from provision.errors import InputError
-from provision.inventory.limit import select_hosts
+from provision.inventory.limit import NoHostsMatched, select_hosts
 from provision.secrets import Secret
 
 ConnectionKind = Literal["ssh", "local"]
@@ -135,7 +135,7 @@ class Inventory:
         ("Could not match supplied host pattern, ignoring"); only `--limit` is refused for that."""
         try:
             return self.select(pattern)
-        except InputError:
+        except NoHostsMatched:
             return []
 
     def line_of(self, host_name: str, key: str) -> tuple[Path, int | None] | None:

@@ -72,3 +72,15 @@ def test_limit_errors(fleet: Inventory, limit: str, fragment: str) -> None:
         fleet.select(limit)
     assert fragment in str(caught.value)
     assert caught.value.key == "--limit" and caught.value.file == fleet.path
+
+
+def test_a_play_pattern_that_matches_nothing_is_skipped_but_a_malformed_one_is_refused(tmp_path):
+    """Ansible skips a play whose `hosts:` matches no host ("Could not match supplied host pattern,
+    ignoring"); any other fault of the pattern (a subscript past the end) is an error, never a skip."""
+    path = tmp_path / "hosts.yaml"
+    path.write_text("all:\n  hosts:\n    w1:\n")
+    inventory = load_inventory(path)
+    assert inventory.play_hosts("office_cache") == []
+    assert [host.name for host in inventory.play_hosts("all")] == ["w1"]
+    with pytest.raises(InputError, match="has only 1 hosts"):
+        inventory.play_hosts("all[5]")
