@@ -119,3 +119,18 @@ def add_models_command(subcommands: Any) -> None:
     models.add_argument("--roles-path", type=Path, default=None, help="roles folder (default ./roles, else shipped)")
     add_json_arguments(models)
     models.set_defaults(handler="provision.cli.models:cmd_models")
+
+
+def add_bundle_command(subcommands: Any, add_inventory_arguments: AddArguments) -> None:
+    """`provision bundle`."""
+    bundle = subcommands.add_parser("bundle", help="gather what the hosts need (packages, image, weights) into a "
+                                                   "folder, for hosts with no internet (`up --bundle`)")
+    add_inventory_arguments(bundle)
+    _playbook_argument(bundle)
+    bundle.add_argument("--out", type=Path, required=True, metavar="DIR", help="the bundle folder (created; a "
+                        "killed build run again resumes)")
+    bundle.add_argument("-t", "--tags", default="", help="only what these tags' tasks need (as `up --tags`)")
+    bundle.add_argument("--skip-tags", default="", help="not what these tags' tasks need")
+    bundle.add_argument("--key-dir", type=Path, default=Path("~/.config/provision/bundle-key"), metavar="DIR",
+                        help="GnuPG home of the key that signs the bundle's apt repositories (made on first use)")
+    bundle.set_defaults(handler="provision.bundle.build:cmd_bundle")

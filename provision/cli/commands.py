@@ -125,9 +125,15 @@ def write_document(args: argparse.Namespace, console: Console, result: RunResult
 def cmd_up(args: argparse.Namespace, console: Console) -> int:
     if args.list_hosts or args.list_tasks:
         return list_plays(args, console)
-    inventory, _ = load_hosts(args)
+    inventory, hosts = load_hosts(args)
     extra_vars = parse_extra_vars(args.extra_vars)
     plays = plays_of(args)
+    options = RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags))
+    if args.bundle:
+        from provision.bundle.offline import offline_bundle_variable
+
+        extra_vars["offline_bundle"] = offline_bundle_variable(args, inventory, hosts, plays, extra_vars, options,
+                                                               timeouts_of(args))
     config = RunConfig(
         trace=trace_of(args, console),
         forks=args.forks,
@@ -138,7 +144,7 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         trust_new_host_keys=args.trust_new_host_keys,
         timeouts=timeouts_of(args),
         wait_lock_s=args.wait_lock,
-        options=RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags)),
+        options=options,
     )
     human = human_console(args, console)
     with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter, \

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--max-fail-percent", type=float, default=None,
                     help="stop the rollout when more than this percentage of a batch fails")
     arguments.add_wait_lock_argument(up)
+    up.add_argument("--bundle", metavar="DIR | host:PATH",
+                    help="provision from an offline bundle (`provision bundle`): DIR here, copied to each host, "
+                         "or host:PATH already on each host (a USB disk)")
     add_json_arguments(up, document=True)
     up.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on; run nothing")
     up.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run; run nothing")
@@ -95,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     arguments.add_fleet_commands(subcommands, add_inventory_arguments)
     arguments.add_variables_command(subcommands, add_inventory_arguments)
     arguments.add_models_command(subcommands)
+    arguments.add_bundle_command(subcommands, add_inventory_arguments)
     return parser
 
 

@@ -17,6 +17,8 @@ from provision.errors import CommandFailed
 from provision.secrets import REDACTOR
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from provision.ops.base import Command
 
 
@@ -87,6 +89,10 @@ class Connection(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def upload(self, local: Path, remote: str, offset: int, advance: Callable[[int], None]) -> None:
+        """Append the file `local`, from byte `offset`, to the host's `remote` (as the login user)."""
+        ...
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         """Run an operation's Command; raise CommandFailed on non-zero exit when `check`."""

@@ -38,6 +38,9 @@ DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 CHUNK = 65536
 
 
+UPLOAD_CHUNK = 1024 * 1024
+
+
 class UnknownHostKey(paramiko.MissingHostKeyPolicy):
     """Refuse a host whose key is not in known_hosts, saying how to proceed."""
 
@@ -194,6 +197,21 @@ class SSHConnection:
         except BecomeFailed:
             channel.close()
             raise
+
+    def upload(self, local: Path, remote: str, offset: int, advance: Callable[[int], None]) -> None:
+        """Append `local` from byte `offset` to `remote` (SFTP, as the login user), calling `advance`
+        with each chunk's size: a copy cut off resumes where the remote file ends."""
+        self.round_trips += 1
+        sftp = self._fabric.client.open_sftp()
+        try:
+            with local.open("rb") as source, sftp.open(remote, "ab") as target:
+                target.set_pipelined(True)
+                source.seek(offset)
+                while chunk := source.read(UPLOAD_CHUNK):
+                    target.write(chunk)
+                    advance(len(chunk))
+        finally:
+            sftp.close()
 
     def close(self) -> None:
         self._fabric.close()

@@ -70,8 +70,8 @@ class HfSnapshotArgs(OpArgs):
     @field_validator("endpoint")
     @classmethod
     def _endpoint(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"endpoint must start with http:// or https://, not {value!r}")
+        if not value.startswith(("http://", "https://", "file:///")):
+            raise ValueError(f"endpoint must start with http://, https:// or file:/// (a bundle), not {value!r}")
         return value.rstrip("/")
 
     @field_validator("token", mode="before")
@@ -133,6 +133,11 @@ def file_url(args: HfSnapshotArgs, commit: str, path: str) -> str:
     return f"{args.endpoint}/{args.repo}/resolve/{commit}/{url_quote(path)}"
 
 
+# curl reads file:// URLs (an offline bundle's copy of the hub, provision/bundle/weights.py) with status
+# 000: a file read is the hub's 200, a missing file (curl exit 37) its 404
+FILE_STATUS = 'if [ "$rc" = 0 ]; then code=200; elif [ "$rc" = 37 ]; then code=404; fi'
+
+
 def probe_script(args: HfSnapshotArgs) -> str:
     storage, manifests = shell_quote(args.storage), shell_quote(args.manifests)
     commit = f"commit={shell_quote(args.revision)}" if args.is_commit else \
@@ -153,7 +158,8 @@ if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
     {auth_function(args.token)}
     out=$(mktemp); err=$(mktemp)
     code=$(auth | curl -sS -K - --connect-timeout 15 --max-time 60 -o "$out" -w '%{{http_code}}' \\
-      {shell_quote(api_url(args))} 2>"$err")
+      {shell_quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
+    {FILE_STATUS if args.endpoint.startswith("file://") else ""}
     echo "api_status=$code"
     echo "api_body=$(base64 -w0 < "$out")"
     echo "api_error=$(head -c 500 "$err" | base64 -w0)"

@@ -59,6 +59,7 @@ class LabHost:
     ports: dict[int, int]
     allowed: list[str] = field(default_factory=list)  # addresses the egress filter lets through
     binds: list[Bind] = field(default_factory=list)
+    ssh_only: bool = False  # the egress filter lets out only the SSH server's replies (a site with no internet)
 
     @property
     def ssh_port(self) -> int:
@@ -184,7 +185,7 @@ class LabHost:
     def _attach_network(self) -> None:
         netns_pid = self.container.attrs["State"]["Pid"]
         if not net.attached(self.dir, netns_pid):
-            net.attach(netns_pid, self.dir, self.ports, self.allowed)
+            net.attach(netns_pid, self.dir, self.ports, self.allowed, ssh_only=self.ssh_only)
 
     @contextmanager
     def _lock(self) -> Iterator[None]:

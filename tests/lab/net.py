@@ -26,9 +26,10 @@ class NetError(RuntimeError):
     """slirp4netns could not be started or refused a port forward."""
 
 
-def attach(netns_pid: int, run_dir: Path, forwards: dict[int, int], allowed: list[str]) -> None:
+def attach(netns_pid: int, run_dir: Path, forwards: dict[int, int], allowed: list[str], ssh_only: bool = False) -> None:
     """Give the namespace of `netns_pid` networking, `forwards` (guest port -> 127.0.0.1 port) and
-    the egress filter allowing `allowed` addresses; state files go in `run_dir`."""
+    the egress filter allowing `allowed` addresses (or, `ssh_only`, nothing but the replies of the
+    host's SSH server); state files go in `run_dir`."""
     detach(run_dir)
     sock = run_dir / "slirp.sock"
     sock.unlink(missing_ok=True)
@@ -42,7 +43,7 @@ def attach(netns_pid: int, run_dir: Path, forwards: dict[int, int], allowed: lis
         if time.monotonic() > deadline or slirp.poll() is not None:
             raise NetError(f"slirp4netns did not start for pid {netns_pid}: {log.read_text()[-500:]}")
         time.sleep(0.02)
-    apply_egress_filter(netns_pid, allowed)
+    apply_egress_filter(netns_pid, allowed, ssh_only)
     for guest_port, host_port in forwards.items():
         add_hostfwd(sock, host_port, guest_port)
 
@@ -71,8 +72,13 @@ def add_hostfwd(sock: Path, host_port: int, guest_port: int) -> None:
         raise NetError(f"forward 127.0.0.1:{host_port} -> guest {guest_port} refused: {reply}")
 
 
-def egress_ruleset(allowed: list[str]) -> str:
-    """iptables-restore input for the mangle table: out of tap0 only to slirp and `allowed` (80/443)."""
+def egress_ruleset(allowed: list[str], ssh_only: bool = False) -> str:
+    """iptables-restore input for the mangle table: out of tap0 only to slirp and `allowed` (80/443);
+    `ssh_only`: only the SSH server's packets (the controller's sessions), not even this machine's
+    other ports (the lab registry, the stand-in hub) nor DNS."""
+    if ssh_only:
+        return "\n".join(["*mangle", f"-A POSTROUTING -o {TAP} -p tcp --sport 22 -j ACCEPT",
+                          f"-A POSTROUTING -o {TAP} -j DROP", "COMMIT", ""])
     rules = ["*mangle", f"-A POSTROUTING -o {TAP} -d {SLIRP_SUBNET} -j ACCEPT"]
     rules += [f"-A POSTROUTING -o {TAP} -d {address} -p tcp -m multiport --dports 80,443 -j ACCEPT"
               for address in allowed]
@@ -80,11 +86,11 @@ def egress_ruleset(allowed: list[str]) -> str:
     return "\n".join(rules)
 
 
-def apply_egress_filter(netns_pid: int, allowed: list[str]) -> None:
+def apply_egress_filter(netns_pid: int, allowed: list[str], ssh_only: bool = False) -> None:
     """Install the egress filter in the namespace (mangle/POSTROUTING also sees forwarded traffic of
     containers inside the host, and docker inside never touches that table); IPv6 is dropped."""
     no_ipv6 = f"*mangle\n-A POSTROUTING -o {TAP} -j DROP\nCOMMIT\n"
-    for command, ruleset in (("iptables-restore", egress_ruleset(allowed)), ("ip6tables-restore", no_ipv6)):
+    for command, ruleset in (("iptables-restore", egress_ruleset(allowed, ssh_only)), ("ip6tables-restore", no_ipv6)):
         result = subprocess.run(["nsenter", "-t", str(netns_pid), "-n", command, "-w"],
                                 input=ruleset, text=True, capture_output=True)
         if result.returncode != 0:

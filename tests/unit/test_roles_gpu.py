@@ -28,8 +28,8 @@ REBOOT, NO_REBOOT_ALLOWED, LOAD = ("reboot for the NVIDIA driver", "reboot requi
 
 def test_site_runs_the_gpu_stack_in_order() -> None:
     assert [role.name for role in site_play().roles] == [
-        "preflight", "plan", "office_cache_client", "nvidia_driver", "cuda_toolkit", "docker", "container_toolkit",
-        "host_tuning"]
+        "preflight", "plan", "offline_bundle", "office_cache_client", "nvidia_driver", "cuda_toolkit", "docker",
+        "container_toolkit", "host_tuning"]
 
 
 def test_every_notify_names_a_handler_of_the_play_and_docker_restarts_before_the_gpu_check() -> None:

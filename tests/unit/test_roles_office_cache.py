@@ -74,7 +74,7 @@ def test_the_hub_is_chosen_per_run_and_the_download_uses_the_choice() -> None:
     hub, download = "Hugging Face hub through the office cache", "model weights downloaded and verified"
     assert names.index(hub) < names.index(download)
     download = next(task for task in model.tasks if task.op == "hf_snapshot")
-    assert download.args["endpoint"] == "{{ hf_source.url }}"
+    assert download.args["endpoint"] == "{{ bundle_hf_endpoint if offline_bundle else hf_source.url }}"
 
 
 def test_the_cache_play_runs_on_no_host_without_the_group(tmp_path: Path) -> None:

@@ -1,0 +1,250 @@
+"""`provision bundle INVENTORY --out DIR`: gather on this (connected) machine what the inventory's
+hosts need, into DIR: a signed apt repository per OS release, the image, the weights, the manifest.
+
+A host's OS release is its `bundle_os` (when the host cannot be reached from here) or is read from
+the host itself (one facts probe). Each part is built beside its final name and renamed when whole;
+`.build-state.json` records each finished part with the sha256 of its files, so a killed build run
+again re-verifies what it has, resumes downloads and builds only the rest. The manifest is removed
+first and written last: a bundle with a manifest is complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from provision.bundle import apt_repo, image, manifest, weights
+from provision.bundle.manifest import KEY_FILE, Manifest, atomic_write, sha256_of
+from provision.bundle.needs import HostNeeds, Weights, host_needs
+from provision.bundle.progress import Transfer, transfer_progress
+from provision.cli.commands import (
+    _split,
+    inventory_sources,
+    playbook_of,
+    plays_of,
+    roles_of,
+    timeouts_of,
+    validated_inventory,
+)
+from provision.errors import HostUnreachable, InputError, ProvisionError
+from provision.facts.gather import gather_facts
+from provision.facts.model import HostFacts, OsInfo
+from provision.inventory.extra_vars import parse_extra_vars
+from provision.inventory.model import Host, Inventory
+from provision.playbook.model import Play
+from provision.runner.host_run import RunOptions
+from provision.runner.runner import connect, host_variables
+from provision.secrets import Secret
+
+STATE = ".build-state.json"
+
+
+def target_facts(plays: list[Play], host: Host, extra_vars: dict[str, Any], args: argparse.Namespace) -> dict:
+    """The facts a host's needs are read with: its `bundle_os` (a fresh host of that release), else
+    the host's own (it must be reachable from here)."""
+    declared = host_variables(plays[0], host, extra_vars).get("bundle_os") or {}
+    if declared:
+        return HostFacts(os=OsInfo(id=str(declared.get("id", "")), version_id=str(declared.get("version_id", "")),
+                                   codename=str(declared.get("codename", ""))), arch="x86_64").as_vars()
+    try:
+        conn = connect(host, args.trust_new_host_keys, None, timeouts_of(args))
+        try:
+            return gather_facts(conn).as_vars()
+        finally:
+            conn.close()
+    except (HostUnreachable, ProvisionError) as error:
+        raise InputError(f"host {host.name}: its OS release is not known ({error}); set bundle_os "
+                         "(e.g. {id: debian, version_id: '12', codename: bookworm}) for a host this machine "
+                         "cannot reach", key="bundle_os") from error
+
+
+def all_needs(args: argparse.Namespace, inventory: Inventory, hosts: list[Host], plays: list[Play],
+              extra_vars: dict[str, Any]) -> list[HostNeeds]:
+    options = RunOptions(tags=_split(args.tags), skip_tags=_split(args.skip_tags))
+    return [host_needs(plays, inventory, host, target_facts(plays, host, extra_vars, args), extra_vars, options)
+            for host in hosts]
+
+
+class BuildState:
+    """The finished parts of a bundle being built: key -> {inputs, files: {path: sha256}, extra}."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / STATE
+        self.parts: dict[str, Any] = json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def finished(self, key: str, inputs: Any) -> dict[str, Any] | None:
+        part = self.parts.get(key)
+        return part if part and part["inputs"] == inputs else None
+
+    def record(self, key: str, inputs: Any, out: Path, files: list[Path], extra: dict[str, Any]) -> None:
+        self.parts[key] = {"inputs": inputs, "extra": extra,
+                           "files": {str(path.relative_to(out)): sha256_of(path) for path in files}}
+        atomic_write(self.path, json.dumps(self.parts, indent=1, sort_keys=True))
+
+
+class BundleBuilder:
+    def __init__(self, out: Path, key_dir: Path, console: Console) -> None:
+        self.out = out
+        self.key_dir = key_dir
+        self.console = console
+        self.state = BuildState(out)
+        self.manifest = Manifest(created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        self.progress = transfer_progress(console)
+
+    def say(self, text: str) -> None:
+        self.progress.console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def apt(self, release: str, needs: list[HostNeeds], release_image: str) -> None:
+        with_rec = sorted({p for n in needs for p in n.with_recommends})
+        without = sorted({p for n in needs for p in n.without_recommends} - set(with_rec))
+        inputs = {"image": release_image, "with": with_rec, "without": without}
+        key, repo = f"apt/{release}", self.out / "apt" / release
+        part = self.state.finished(key, inputs)
+        if part is None or not repo.is_dir():
+            building = repo.with_name(release + ".part")
+            if (building / ".inputs").is_file() and json.loads((building / ".inputs").read_text()) != inputs:
+                shutil.rmtree(building)  # a killed build of other packages: its debs are not these
+            building.mkdir(parents=True, exist_ok=True)
+            (building / ".inputs").write_text(json.dumps(inputs))
+            transfer = Transfer(self.progress, f"apt {release}: {len(with_rec) + len(without)} packages "
+                                               f"and dependencies ({release_image})")
+            fingerprint, names = apt_repo.build_repository(building, release_image, self.key_dir, with_rec,
+                                                           without, transfer)
+            transfer.finish(f"apt {release}: {len(names)} packages")
+            (building / ".inputs").unlink()
+            shutil.rmtree(repo, ignore_errors=True)
+            building.replace(repo)
+            files = [*sorted(p for p in repo.iterdir() if p.is_file()), self.out / KEY_FILE]
+            self.state.record(key, inputs, self.out, files, {"fingerprint": fingerprint, "packages": names})
+            part = self.state.finished(key, inputs)
+        else:
+            self.say(f"apt {release}: built before, re-verifying")
+        assert part is not None
+        self.manifest.key_fingerprint = part["extra"]["fingerprint"]
+        self.manifest.releases[release] = {"repo": key, "packages": part["extra"]["packages"],
+                                           "requested": sorted({*with_rec, *without}),
+                                           "hosts": sorted(n.host for n in needs)}
+        self.claim(part)
+
+    def image(self, reference: str, hosts: list[str]) -> None:
+        pull = Transfer(self.progress, f"image {reference}: pull")
+        found = image.present_or_pulled(reference, pull)
+        pull.finish(f"image {reference}: present ({found.id[:19]})")
+        key = f"image/{reference}"
+        name = "images/" + found.id.split(":", 1)[-1][:16] + ".tar"
+        part = self.state.finished(key, {"id": found.id})
+        if part is None or not (self.out / name).is_file():
+            (self.out / "images").mkdir(parents=True, exist_ok=True)
+            transfer = Transfer(self.progress, f"image {reference}: docker save")
+            image.save_image(found, reference, self.out / name, transfer)
+            transfer.finish()
+            self.state.record(key, {"id": found.id}, self.out, [self.out / name],
+                              {"file": name, "id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])})
+            part = self.state.finished(key, {"id": found.id})
+        assert part is not None
+        self.manifest.images[reference] = {**part["extra"], "hosts": sorted(hosts)}
+        self.claim(part)
+
+    def weights(self, wanted: Weights, hosts: list[str], endpoint: str, token: Any) -> None:
+        commit, files, listing = weights.file_list(endpoint, wanted.repo, wanted.revision, token)
+        hub = self.out / "hub"
+        listed = weights.api_path(hub, wanted.repo, wanted.revision)
+        listed.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(listed, listing.decode())
+        total = sum(f.size for f in files)
+        transfer = Transfer(self.progress, f"weights {wanted.repo}@{commit[:12]} from {endpoint}", total)
+        paths = [listed]
+        for repo_file in files:
+            target = weights.resolve_path(hub, wanted.repo, commit, repo_file.path)
+            if target.is_file() and target.stat().st_size == repo_file.size and weights.matches(repo_file, target):
+                transfer.advance(repo_file.size)  # downloaded before, checked again
+            else:
+                weights.fetch(endpoint, wanted.repo, commit, repo_file, target, token, transfer)
+            paths.append(target)
+        transfer.finish()
+        relative = [str(p.relative_to(self.out)) for p in paths]
+        self.manifest.weights[str(wanted)] = {"repo": wanted.repo, "revision": wanted.revision, "commit": commit,
+                                              "hosts": sorted(hosts), "files": relative}
+        for path in paths:
+            self.manifest.files[str(path.relative_to(self.out))] = {"size": path.stat().st_size, "sha256": ""}
+
+    def claim(self, part: dict[str, Any]) -> None:
+        for path, sha in part["files"].items():
+            self.manifest.files[path] = {"size": (self.out / path).stat().st_size, "sha256": sha}
+
+    def verify_and_write(self) -> None:
+        """Hash every file again (what was recorded must still be there), then the manifest."""
+        total = sum(entry["size"] for entry in self.manifest.files.values())
+        transfer = Transfer(self.progress, f"verifying {len(self.manifest.files)} files", total)
+        for path, entry in sorted(self.manifest.files.items()):
+            actual = sha256_of(self.out / path, transfer.advance)
+            if entry["sha256"] and actual != entry["sha256"]:
+                (self.out / path).unlink()
+                self.state.parts = {k: v for k, v in self.state.parts.items() if path not in v["files"]}
+                atomic_write(self.state.path, json.dumps(self.state.parts, indent=1, sort_keys=True))
+                raise ProvisionError(f"{self.out / path} changed since it was written (sha256 {actual}, "
+                                     f"recorded {entry['sha256']}); removed: run `provision bundle` again")
+            entry["sha256"] = actual
+        transfer.finish()
+        manifest.write(self.out, self.manifest)
+
+
+def group(needs: list[HostNeeds]) -> tuple[dict[str, list[HostNeeds]], dict[str, list[str]], dict[Weights, list[str]]]:
+    releases: dict[str, list[HostNeeds]] = {}
+    images: dict[str, list[str]] = {}
+    wanted: dict[Weights, list[str]] = {}
+    for need in needs:
+        if need.packages:
+            releases.setdefault(need.release, []).append(need)
+        for reference in need.images:
+            images.setdefault(reference, []).append(need.host)
+        for item in need.weights:
+            wanted.setdefault(item, []).append(need.host)
+    return releases, images, wanted
+
+
+def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
+    extra_vars = parse_extra_vars(args.extra_vars)
+    inventory, hosts = validated_inventory(inventory_sources(args), args.limit, extra_vars, roles_of(args),
+                                           playbook_of(args).parent)
+    plays = plays_of(args)
+    needs = all_needs(args, inventory, hosts, plays, extra_vars)
+    for need in needs:
+        for task in need.unresolved:
+            console.print(f"[yellow]warning:[/] host {need.host}: packages of {task} are not known before the "
+                          "run and are not in the bundle", highlight=False, soft_wrap=True)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / manifest.MANIFEST).unlink(missing_ok=True)
+    started = time.monotonic()
+    builder = BundleBuilder(out, args.key_dir.expanduser(), console)
+    releases, images, wanted = group(needs)
+    by_name = {host.name: host for host in hosts}
+    with builder.progress:
+        for release, members in sorted(releases.items()):
+            variables = host_variables(plays[0], by_name[members[0].host], extra_vars)
+            release_image = (variables.get("bundle_release_images") or {}).get(release)
+            if not release_image:
+                raise InputError(f"no container image for {release} to resolve its packages in: add it to "
+                                 "bundle_release_images", key="bundle_release_images")
+            builder.apt(release, members, release_image)
+        for reference, names in sorted(images.items()):
+            builder.image(reference, names)
+        for item, names in sorted(wanted.items(), key=lambda kv: str(kv[0])):
+            variables = host_variables(plays[-1], by_name[names[0]], extra_vars)
+            token = variables.get("hf_token") or None
+            builder.weights(item, names, str(variables.get("hf_endpoint", "https://huggingface.co")),
+                            token if token is None or isinstance(token, Secret) else Secret(str(token)))
+        builder.verify_and_write()
+    size = builder.manifest.size
+    console.print(f"bundle {out}: {len(builder.manifest.files)} files, {size / 1024**2:.1f} MiB, "
+                  f"for {len(hosts)} hosts ({', '.join(sorted(releases)) or 'no apt packages'}) in "
+                  f"{time.monotonic() - started:.1f} s; signing key {builder.manifest.key_fingerprint or '-'}",
+                  highlight=False, soft_wrap=True)
+    return 0

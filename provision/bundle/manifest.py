@@ -1,0 +1,117 @@
+"""The bundle's index, `manifest.json`: what it holds, for which hosts and releases, every file's size
+and sha256 (also as `SHA256SUMS`, for `sha256sum -c`).
+
+It is written last, atomically, after every file it names has been written and hashed, so a bundle
+with a manifest is complete; a build starts by removing it (a killed build leaves none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provision.bundle.needs import HostNeeds, package_name
+from provision.errors import InputError
+
+MANIFEST = "manifest.json"
+SUMS = "SHA256SUMS"
+FORMAT = 1
+KEY_FILE = "key.asc"
+CHUNK = 1024 * 1024
+
+
+@dataclass
+class Manifest:
+    """`releases`: release -> {repo, packages (every package name in its repository), requested,
+    hosts}; `images`: reference -> {file, id, repo_digests, hosts}; `weights`: "repo@revision" ->
+    {repo, revision, commit, hosts, files}; `files`: path -> {size, sha256}."""
+
+    created: str = ""
+    key_fingerprint: str = ""
+    releases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    images: dict[str, dict[str, Any]] = field(default_factory=dict)
+    weights: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    format: int = FORMAT
+
+    @property
+    def size(self) -> int:
+        return sum(entry["size"] for entry in self.files.values())
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> Manifest:
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT:
+                raise ValueError(f"format {data.get('format')!r}, this provision reads format {FORMAT}")
+            return cls(**data)
+        except (ValueError, TypeError) as error:
+            raise InputError(f"not a bundle manifest: {error}", file=where) from error
+
+    def missing(self, needs: HostNeeds) -> list[str]:
+        """What `needs` asks for that this bundle lacks, each named for a person."""
+        gaps = []
+        release = self.releases.get(needs.release)
+        if needs.packages and release is None:
+            have = ", ".join(sorted(self.releases)) or "none"
+            gaps.append(f"the apt packages for {needs.release} (the bundle has packages for: {have})")
+        elif release is not None:
+            absent = sorted({package_name(p) for p in needs.packages} - set(release["packages"]))
+            if absent:
+                gaps.append(f"apt packages {', '.join(absent)} for {needs.release}")
+        gaps += [f"the image {image}" for image in needs.images if image not in self.images]
+        gaps += [f"the weights {weights}" for weights in needs.weights if str(weights) not in self.weights]
+        return gaps
+
+    def files_for(self, needs: HostNeeds) -> list[str]:
+        """The bundle files a host with these needs uses (what is copied to it), sorted."""
+        wanted: set[str] = set()
+        if needs.packages and needs.release in self.releases:
+            prefix = self.releases[needs.release]["repo"] + "/"
+            wanted |= {path for path in self.files if path.startswith(prefix)} | {KEY_FILE}
+        wanted |= {self.images[image]["file"] for image in needs.images if image in self.images}
+        for weights in needs.weights:
+            wanted |= set(self.weights.get(str(weights), {}).get("files", []))
+        return sorted(wanted)
+
+
+def sha256_of(path: Path, advance: Callable[[int], None] = lambda _: None) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            advance(len(chunk))
+    return digest.hexdigest()
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write beside, flush to disk, rename: a reader sees the old file or the whole new one."""
+    part = path.with_name(f".{path.name}.part")
+    with part.open("w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    part.replace(path)
+
+
+def write(directory: Path, manifest: Manifest) -> None:
+    """SHA256SUMS, then the manifest (last: its presence means the bundle is complete)."""
+    atomic_write(directory / SUMS, "".join(f"{entry['sha256']}  {path}\n"
+                                           for path, entry in sorted(manifest.files.items())))
+    atomic_write(directory / MANIFEST, manifest.to_json())
+
+
+def load(directory: Path) -> Manifest:
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise InputError(f"no {MANIFEST} in {directory}: not a bundle, or its build did not finish "
+                         "(run `provision bundle` again: it resumes)", key="--bundle")
+    return Manifest.from_json(path.read_text(), str(path))

@@ -1,0 +1,74 @@
+"""`docker_load`: images from `docker save` archives loaded into the host's docker, each matched by
+its image id (the sha256 of its config, the same on every machine that has those bytes).
+
+Converged is each reference present with the id the bundle recorded (one `docker image inspect`).
+A load that gives another id (a different image behind the tag) fails naming both ids. `docker load`
+keeps the tags the archive was saved with; docker 20.10's store does not keep repository digests
+across save/load, which is why the id is what is matched.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from provision.errors import TaskFailed
+from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.fields import AbsolutePath
+from provision.ops.scripting import parse_records, probe_block
+
+
+class BundledImage(BaseModel):
+    reference: str
+    file: str
+    id: str
+
+
+class DockerLoadArgs(OpArgs):
+    dir: AbsolutePath  # the bundle folder on the host
+    images: list[BundledImage]
+
+
+def inspect_lines(images: list[BundledImage]) -> str:
+    return "\n".join(f'echo "id=$(docker image inspect --format "{{{{.Id}}}}" -- {shell_quote(i.reference)} '
+                     f'2>/dev/null)"' for i in images)
+
+
+@dataclass
+class LoadPlan(Plan):
+    args: DockerLoadArgs | None = None
+
+
+@register
+class DockerLoadOperation(Operation):
+    name = "docker_load"
+    Args = DockerLoadArgs
+
+    def probe(self, args: DockerLoadArgs) -> str:
+        return probe_block(inspect_lines(args.images))
+
+    def plan(self, args: DockerLoadArgs, facts: Any, state: str) -> Plan:
+        found = parse_records(state, "id")
+        if len(found) != len(args.images):
+            raise TaskFailed(f"the image probe printed nothing usable: {state.strip()[:200]!r}")
+        loads = [image for image, have in zip(args.images, found, strict=True) if have != image.id]
+        if not loads:
+            return Plan.ok(", ".join(f"{i.reference} present ({i.id[:19]})" for i in args.images))
+        commands = [Command(script=f"docker load --quiet --input {shell_quote(posixpath.join(args.dir, i.file))}",
+                            description=f"docker load {i.file}", timeout=3600) for i in loads]
+        return LoadPlan(changed=True, commands=commands, args=args,
+                            summary="load " + ", ".join(f"{i.reference} ({i.id[:19]}) from the bundle" for i in loads))
+
+    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
+        assert isinstance(plan, LoadPlan) and plan.args is not None
+        super().apply(ctx, plan)
+        args = plan.args
+        found = parse_records(ctx.conn.run(inspect_lines(args.images), sudo=True).stdout, "id")
+        for image, have in zip(args.images, found, strict=False):
+            if have != image.id:
+                raise TaskFailed(f"after docker load, {image.reference} is {have or 'absent'}, not the bundle's "
+                                 f"{image.id}")
+        return ApplyResult(changed=True)
