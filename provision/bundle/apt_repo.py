@@ -8,6 +8,8 @@ no Release). The repository is flat (`deb file:/... ./`), signed by the bundle's
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
 from importlib import resources
@@ -35,8 +37,14 @@ class AptProgress:
     def __init__(self, transfer: Transfer) -> None:
         self.transfer = transfer
         self.total = 0
+        self.downloading = False  # the script's own tools (apt-utils, gnupg) come first: not the bundle's
 
     def feed(self, line: str) -> None:
+        if line.startswith("step="):
+            self.downloading = line == "step=download"
+            return
+        if not self.downloading:
+            return
         need, get = NEED.match(line), GET.match(line)
         if need:
             fetch = _bytes(need.group(1), need.group(2))
@@ -54,9 +62,14 @@ def build_repository(out: Path, release_image: str, key_dir: Path, with_recommen
     out.mkdir(parents=True, exist_ok=True)
     key_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     script = resources.files("provision.bundle").joinpath("apt_repo.sh").read_text(encoding="utf-8")
+    # one container per repository folder: a build killed here leaves its container running, and the
+    # next build must not write beside it
+    name = "provision-bundle-" + hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]
+    with contextlib.suppress(docker.errors.NotFound):
+        client.containers.get(name).remove(force=True)
     try:
         container = client.containers.run(
-            release_image, ["bash", "-c", script, "apt_repo.sh"], detach=True,
+            release_image, ["bash", "-c", script, "apt_repo.sh"], detach=True, name=name,
             environment={"OUT": "/bundle/repo", "KEY_DIR": "/bundle/key", "WITH_RECOMMENDS": " ".join(with_recommends),
                          "WITHOUT_RECOMMENDS": " ".join(without_recommends),
                          "OWNER": f"{os.getuid()}:{os.getgid()}"},

@@ -93,7 +93,7 @@ def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, host
                 conn.close()
         except (HostUnreachable, ProvisionError) as error:
             if isinstance(error, InputError):
-                return str(error)
+                return error.message
             return f"host {host.name}: cannot be checked against the bundle: {error}"
 
     with ThreadPoolExecutor(max_workers=max(1, args.forks)) as pool:
@@ -118,7 +118,7 @@ def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, host
         key = key or seen.key
     if problems:
         where = args.bundle
-        raise InputError(f"the bundle {where} lacks what the hosts need (nothing was changed):\n  "
+        raise InputError(f"the bundle {where} cannot provision these hosts (nothing was changed):\n  "
                          + "\n  ".join(problems), key="--bundle")
     return {"source": str(source.local) if source.local else "", "path": source.host_path or "",
             "key": key, "hosts": per_host}

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ from typing import Any
 import docker
 import pytest
 
-from tests.e2e.helpers import provision
+from tests.e2e.helpers import REPO, provision
 from tests.lab import Lab
 from tests.lab.image import IMAGE
 from tests.standins.hub.cli import start_hub
@@ -131,3 +133,46 @@ def test_the_rerun_changes_nothing(site) -> None:
     again = up(site, site["bundle"], "again")
     assert again.returncode == 0, again.output
     assert again.changed_tasks(site["host"].name) == [], again.output
+
+
+def test_a_bundle_already_on_the_host_is_used_where_it_is(site) -> None:
+    """`--bundle host:PATH` (a USB disk): the manifest is read on the host, nothing is copied; only
+    the apt source's path changes (the packages, the image and the weights are already in place)."""
+    host, missing_path = site["host"], "host:/media/usb/bundle"
+    missing = provision("up", str(site["inventory"]), "--tags", TAGS, "--bundle", missing_path)
+    assert missing.returncode == 2 and f"host {host.name}: no bundle at /media/usb/bundle" in missing.output, \
+        missing.output
+    assert host.exec("mkdir -p /media/usb")[0] == 0
+    subprocess.run(["docker", "cp", str(site["bundle"]), f"{host.container_name}:/media/usb/bundle"], check=True)
+    on_disk = provision("up", str(site["inventory"]), "--tags", TAGS, "--bundle", missing_path,
+                        json_path=site["tmp"] / "on-disk.json")
+    assert on_disk.returncode == 0, on_disk.output
+    tasks = {t["name"]: t for t in on_disk.host(host.name)["tasks"]}
+    assert tasks["the offline bundle copied to the host and verified"]["status"] == "skipped", tasks
+    assert on_disk.changed_tasks(host.name) == ["the bundle's apt repository for this release"], on_disk.output
+    _, sources = host.exec("cat /etc/provision/bundle/sources.list.d/bundle.sources")
+    assert "URIs: file:/media/usb/bundle/apt/debian-bookworm" in sources, sources
+
+
+def test_a_killed_bundle_build_leaves_no_manifest_and_resumes(site) -> None:
+    out = site["tmp"] / "killed"
+    argv = [sys.executable, "-m", "provision", "bundle", str(site["inventory"]), "--tags", TAGS, "--out", str(out),
+            "--key-dir", str(site["tmp"] / "key")]
+    build = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(list((out / "apt/debian-bookworm.part").glob("*.deb"))) < 5:  # mid-download in the container
+        assert build.poll() is None and time.monotonic() < deadline, "the build ended before it could be killed"
+        time.sleep(0.2)
+    build.kill()
+    build.wait()
+    assert not (out / "manifest.json").exists()
+    again = provision("bundle", str(site["inventory"]), "--tags", TAGS, "--out", str(out),
+                      "--key-dir", str(site["tmp"] / "key"))
+    assert again.returncode == 0, again.output
+    checked = subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=out, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert json.loads((out / "manifest.json").read_text())["files"].keys() == \
+        json.loads((site["bundle"] / "manifest.json").read_text())["files"].keys()
+    rebuilt = provision("bundle", str(site["inventory"]), "--tags", TAGS, "--out", str(out),
+                        "--key-dir", str(site["tmp"] / "key"))
+    assert rebuilt.returncode == 0 and "built before, re-verifying" in rebuilt.output, rebuilt.output
