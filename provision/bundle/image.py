@@ -13,28 +13,7 @@ import docker.errors
 
 from provision.bundle.progress import Transfer
 from provision.errors import ProvisionError
-
-
-class PullBytes:
-    """docker pull's JSON lines: per layer `progressDetail: {current, total}` while downloading."""
-
-    def __init__(self, transfer: Transfer) -> None:
-        self.transfer = transfer
-        self.layers: dict[str, tuple[int, int]] = {}
-
-    def feed(self, event: dict[str, Any]) -> None:
-        if "error" in event:
-            raise ProvisionError(f"docker pull failed: {event['error']}")
-        detail, layer = event.get("progressDetail") or {}, event.get("id", "")
-        status = str(event.get("status", ""))
-        if status == "Downloading" and detail.get("total"):
-            self.layers[layer] = (int(detail.get("current", 0)), int(detail["total"]))
-        elif status in ("Download complete", "Pull complete", "Already exists") and layer in self.layers:
-            self.layers[layer] = (self.layers[layer][1], self.layers[layer][1])
-        else:
-            return
-        self.transfer.set(completed=sum(c for c, _ in self.layers.values()),
-                          total=sum(t for _, t in self.layers.values()))
+from provision.ops.docker_image import PullProgress
 
 
 def present_or_pulled(reference: str, transfer: Transfer) -> Any:
@@ -44,10 +23,13 @@ def present_or_pulled(reference: str, transfer: Transfer) -> Any:
     except docker.errors.ImageNotFound:
         pass
     repository, tag = (reference.rsplit(":", 1) if ":" in reference.rsplit("/", 1)[-1] else (reference, "latest"))
-    reader = PullBytes(transfer)
+    reader = PullProgress()
     try:
         for event in client.api.pull(repository, tag=tag, stream=True, decode=True):
-            reader.feed(event)
+            if reader.take(event):
+                transfer.set(*reader.bytes)
+            if reader.error:
+                raise ProvisionError(f"docker pull {reference} failed on this machine: {reader.error}")
         return client.images.get(reference)
     except docker.errors.APIError as error:
         raise ProvisionError(f"docker pull {reference} failed on this machine: {error.explanation or error}") from error

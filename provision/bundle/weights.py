@@ -84,7 +84,11 @@ def fetch(endpoint: str, repo: str, commit: str, repo_file: RepoFile, target: Pa
         except (urllib.error.URLError, OSError) as error:
             raise ProvisionError(f"downloading {repo}/{repo_file.path} failed: {error} (run again: it resumes)") \
                 from error
-    if part.stat().st_size != repo_file.size or not matches(repo_file, part):
+    got = part.stat().st_size
+    if got < repo_file.size:  # the connection ended early without an error: the part is kept
+        raise ProvisionError(f"downloading {repo}/{repo_file.path} stopped at {got} of {repo_file.size} bytes "
+                             "(run again: it resumes)")
+    if got != repo_file.size or not matches(repo_file, part):
         part.unlink()
         raise ProvisionError(f"{repo}/{repo_file.path}: the downloaded file is not the hub's "
                              f"({repo_file.kind} {repo_file.etag}); removed, run again")

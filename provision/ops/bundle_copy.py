@@ -20,9 +20,9 @@ from pydantic import BaseModel, field_validator
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register, shell_quote
 from provision.ops.fields import AbsolutePath
-from provision.ops.hf_snapshot import TransferRate
 from provision.ops.scripting import parse_records, probe_block
 from provision.ops.streaming import ProgressThrottle
+from provision.ops.transfer_rate import TransferRate
 
 MIB = 1024 * 1024
 

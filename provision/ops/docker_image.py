@@ -7,12 +7,18 @@ seen). The registered result has `digest` (the repository digest, `sha256:...`),
 and `pinned`: the reference by digest (`repo@sha256:...`, or the image id for an image that never
 came from a registry), which is what a service should run, so that a moved tag changes nothing
 until it is pulled on purpose. In check mode an absent image has empty `digest` and `pinned`.
+
+The pull (docker_pull.sh) goes through the Engine API where it can, for bytes and rate per pull
+(the sum of every layer's progressDetail); otherwise `docker pull`, whose lines give layers done.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 from pydantic import field_validator
@@ -20,7 +26,8 @@ from pydantic import field_validator
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
 from provision.ops.scripting import parse_fields, probe_block
-from provision.ops.streaming import run_streaming
+from provision.ops.streaming import ProgressThrottle, run_streaming
+from provision.ops.transfer_rate import TransferRate
 
 REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*$", re.IGNORECASE)
 LAYER_LINE = re.compile(r"^([0-9a-f]{12}): (.+)$")
@@ -85,13 +92,23 @@ def image_result(image: str, fields: dict[str, str]) -> dict[str, str]:
 
 @dataclass
 class PullProgress:
-    """Reads `docker pull` output lines: layers seen and layers done."""
+    """Reads a pull's output: `docker pull` lines (layers seen and done) or the Engine API's JSON
+    lines (also bytes per layer: `layer_bytes` id -> (current, total)); `error` is the API's."""
 
     seen: set[str] = field(default_factory=set)
     done: set[str] = field(default_factory=set)
+    layer_bytes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def bytes(self) -> tuple[int, int]:
+        """(bytes downloaded, bytes to download) over the layers whose size is known."""
+        return sum(c for c, _ in self.layer_bytes.values()), sum(t for _, t in self.layer_bytes.values())
 
     def feed(self, line: str) -> bool:
         """Take one line; True when the counts changed."""
+        if line.startswith("{"):
+            return self.feed_event(line)
         match = LAYER_LINE.match(line.strip())
         if not match:
             return False
@@ -101,6 +118,50 @@ class PullProgress:
         if status.startswith(("Pull complete", "Already exists")):
             self.done.add(layer)
         return before != (len(self.seen), len(self.done))
+
+    def feed_event(self, line: str) -> bool:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return False
+        return self.take(event)
+
+    def take(self, event: dict[str, Any]) -> bool:
+        """One event of the API's pull stream (also what the docker SDK's pull yields)."""
+        if "error" in event or "message" in event:
+            self.error = str(event.get("error") or event.get("message"))
+            return False
+        layer, status = str(event.get("id", "")), str(event.get("status", ""))
+        detail = event.get("progressDetail") or {}
+        before = (len(self.seen), len(self.done), self.bytes)
+        if status in ("Pulling fs layer", "Waiting", "Downloading", "Already exists"):
+            self.seen.add(layer)
+        if status == "Downloading" and detail.get("total"):
+            self.layer_bytes[layer] = (int(detail.get("current", 0)), int(detail["total"]))
+        elif status in ("Download complete", "Pull complete", "Already exists"):
+            if layer in self.layer_bytes:
+                self.layer_bytes[layer] = (self.layer_bytes[layer][1], self.layer_bytes[layer][1])
+            if status != "Download complete":
+                self.done.add(layer)
+        return before != (len(self.seen), len(self.done), self.bytes)
+
+    def describe(self, image: str, rate: str) -> tuple[str, float, float]:
+        """The live view's line and its (completed, total): bytes when known, else layers."""
+        moved, total = self.bytes
+        if total:
+            return (f"pulling {image}: {moved / MIB:.1f} of {total / MIB:.1f} MiB{rate}, "
+                    f"{len(self.done)} of {len(self.seen)} layers", moved, total)
+        return f"pulling {image}: {len(self.done)} of {len(self.seen)} layers", len(self.done), len(self.seen)
+
+
+MIB = 1024 * 1024
+
+
+def pull_command(image: str) -> Command:
+    name, tag, digest = split_reference(image)
+    script = resources.files("provision.ops").joinpath("docker_pull.sh").read_text(encoding="utf-8")
+    return Command(script=script, description=f"docker pull {image}", timeout=None,
+                   env={"IMAGE": image, "FROM_IMAGE": name, "TAG": digest or tag or "latest"})
 
 
 @dataclass
@@ -124,21 +185,23 @@ class DockerImageOperation(Operation):
             result = image_result(args.image, fields)
             return Plan.ok(f"{args.image} present ({result['digest'] or result['id']})", **result)
         why = "forced" if fields.get("present") == "1" else "not present"
-        command = Command(script=f"docker pull -- {shell_quote(args.image)}", description=f"docker pull {args.image}",
-                          timeout=None)
-        return PullPlan(changed=True, commands=[command], summary=f"pull {args.image} ({why})", image=args.image,
-                        result={"image": args.image, "digest": "", "id": "", "pinned": ""})
+        return PullPlan(changed=True, commands=[pull_command(args.image)], summary=f"pull {args.image} ({why})",
+                        image=args.image, result={"image": args.image, "digest": "", "id": "", "pinned": ""})
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, PullPlan)
         progress = PullProgress()
+        throttle = ProgressThrottle(ctx.progress, every=1.0)
+        rate = TransferRate(time.monotonic)
 
         def on_line(line: str) -> None:
             if progress.feed(line):
-                ctx.progress(f"pulling {plan.image}: {len(progress.done)} of {len(progress.seen)} layers",
-                             len(progress.done), len(progress.seen))
+                throttle(*progress.describe(plan.image, rate.text(progress.bytes[0]) if progress.bytes[1] else ""))
 
-        run_streaming(ctx.conn, plan.commands[0], on_line)
+        pulled = run_streaming(ctx.conn, plan.commands[0], on_line, check=False)
+        if pulled.rc != 0:
+            reason = progress.error or (pulled.stderr.strip() or pulled.stdout.strip())[-400:]
+            raise TaskFailed(f"docker pull {plan.image} failed (exit {pulled.rc}): {reason}")
         inspected = ctx.conn.run(inspect_script(plan.image), sudo=True)
         fields = parse_fields(inspected.stdout)
         if fields.get("present") != "1":

@@ -38,6 +38,7 @@ from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Opera
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import parse_fields, parse_records, probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
+from provision.ops.transfer_rate import TransferRate
 from provision.secrets import Secret
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -291,23 +292,6 @@ class HfSnapshotOperation(Operation):
 
         run_streaming(ctx.conn, plan.commands[0], on_line)
         return ApplyResult(changed=True, result=dict(plan.result))
-
-
-class TransferRate:
-    """Bytes per second since the first report (a resumed download's earlier bytes do not count)."""
-
-    def __init__(self, clock: Any) -> None:
-        self.clock = clock
-        self.start: tuple[float, int] | None = None
-
-    def text(self, done: int) -> str:
-        """", 12.3 MiB/s" once a rate can be told, else ""."""
-        now = self.clock()
-        if self.start is None:
-            self.start = (now, done)
-            return ""
-        elapsed, moved = now - self.start[0], done - self.start[1]
-        return f", {moved / elapsed / MIB:.1f} MiB/s" if elapsed > 0 and moved > 0 else ""
 
 
 def manifest(files: list[RepoFile]) -> bytes:

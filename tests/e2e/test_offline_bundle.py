@@ -83,8 +83,11 @@ def test_the_bundle_holds_a_signed_repository_the_image_and_the_weights(site) ->
     assert weights["commit"] == site["hub"].repository.commit
     sums = (bundle / "SHA256SUMS").read_text().splitlines()
     assert len(sums) == len(manifest["files"]) and all(len(line.split()[0]) == 64 for line in sums)
-    print(f"\nbundle: {manifest_size(manifest) / MIB:.1f} MiB, {len(manifest['files'])} files, "
-          f"built in {site['build_s']:.1f} s")
+    parts = {part: sum(e["size"] for p, e in manifest["files"].items() if p.startswith(part)) / MIB
+             for part in ("apt/", "images/", "hub/")}
+    debs = sum(1 for path in manifest["files"] if path.endswith(".deb"))
+    print(f"\nbundle: {manifest_size(manifest) / MIB:.1f} MiB, {len(manifest['files'])} files ({debs} packages), "
+          + ", ".join(f"{part} {size:.1f} MiB" for part, size in parts.items()) + f"; built in {site['build_s']:.1f} s")
 
 
 def manifest_size(manifest: dict[str, Any]) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from provision.connection.base import RunResult
@@ -9,6 +11,8 @@ from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from provision.ops.docker_image import PullProgress, pick_digest, split_reference
 from tests.unit.ops_support import ScriptedConnection, context, plan
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 IMAGE = "10.0.2.2:5000/vllm/vllm-openai:standin-ok"
 DIGEST = "sha256:" + "ab" * 32
@@ -90,5 +94,23 @@ def test_apply_pulls_with_progress_then_records_the_digest() -> None:
     applied = REGISTRY["docker_image"].apply(context(conn, progress=progress), result)
     assert applied.changed and applied.result["pinned"] == f"10.0.2.2:5000/vllm/vllm-openai@{DIGEST}"
     assert progress[-1] == (f"pulling {IMAGE}: 3 of 3 layers", 3, 3)
-    assert conn.scripts[0] == f"docker pull -- '{IMAGE}'"
+    assert "exec docker pull -- \"$IMAGE\"" in conn.scripts[0] and "/images/create" in conn.scripts[0]
+    assert result.commands[0].env == {"IMAGE": IMAGE, "FROM_IMAGE": "10.0.2.2:5000/vllm/vllm-openai",
+                                      "TAG": "standin-ok"}
     assert result.summary == f"pulled {IMAGE} ({DIGEST})"
+
+
+def test_the_engine_apis_pull_stream_gives_bytes_and_its_error_fails_the_pull() -> None:
+    """The API's JSON lines as published in benchhub/benchhub pkg/common/runner/docker.md."""
+    events = (FIXTURES / "docker_pull_influxdb.jsonl").read_text()
+    result = plan("docker_image", "present=0\n", image=IMAGE)
+    conn = ScriptedConnection([RunResult(events, "", 0), RunResult(PRESENT, "", 0)])
+    progress: list[tuple[object, ...]] = []
+    REGISTRY["docker_image"].apply(context(conn, progress=progress), result)
+    description, moved, total = progress[-1]
+    assert (moved, total) == (3218530 + 821033, 4335400 + 11107850)
+    assert str(description).startswith(f"pulling {IMAGE}: 3.9 of 14.7 MiB") and "0 of 8 layers" in str(description)
+    failing = ScriptedConnection([RunResult(events.splitlines()[0] + '\n{"errorDetail":{"message":"manifest for '
+                                            'x:1 not found"},"error":"manifest for x:1 not found"}\n', "", 1)])
+    with pytest.raises(TaskFailed, match="failed \\(exit 1\\): manifest for x:1 not found"):
+        REGISTRY["docker_image"].apply(context(failing), result)

@@ -199,7 +199,7 @@ def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path
 
 
 def test_download_rate_counts_only_bytes_moved_since_the_first_report() -> None:
-    from provision.ops.hf_snapshot import TransferRate
+    from provision.ops.transfer_rate import TransferRate
 
     now = iter([100.0, 102.0, 102.0])
     rate = TransferRate(lambda: next(now))

@@ -1,0 +1,194 @@
+"""The offline bundle without hosts: what a host needs (read from the site's own tasks), what a bundle
+lacks (named), the apt progress reader on real output, the weights fetched on the
+controller as a static copy of the hub that hf_snapshot reads through file:// (resumed, checked,
+read offline by the real huggingface_hub), bundle_copy resuming and verifying, docker_load matching
+by image id."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from provision.bundle.apt_repo import AptProgress
+from provision.bundle.manifest import Manifest
+from provision.bundle.needs import HostNeeds, Weights, host_needs
+from provision.bundle.weights import api_path, fetch, file_list, resolve_path
+from provision.connection.local import LocalConnection
+from provision.errors import ProvisionError, TaskFailed
+from provision.facts.model import HostFacts, OsInfo
+from provision.inventory.loader import load_inventory
+from provision.ops import REGISTRY
+from provision.playbook.loader import load_playbook
+from provision.runner.host_run import RunOptions
+from tests.standins.hub.cli import start_hub
+from tests.standins.hub.server import HubOptions
+from tests.unit.ops_support import LocalTestConnection, context, plan, probe_local
+from tests.unit.test_roles_gpu_support import SITE
+
+MIB = 1024 * 1024
+FIXTURES = Path(__file__).parent / "fixtures"
+BOOKWORM = HostFacts(os=OsInfo(id="debian", version_id="12", codename="bookworm"), arch="x86_64").as_vars()
+
+
+class Bar:
+    """A stand-in for a rich progress bar: what the readers told it."""
+
+    def __init__(self) -> None:
+        self.completed = 0
+        self.total: int | None = None
+
+    def advance(self, count: int) -> None:
+        self.completed += count
+
+    def set(self, completed: int | None = None, total: int | None = None, description: str | None = None) -> None:
+        self.completed = self.completed if completed is None else completed
+        self.total = self.total if total is None else total
+
+
+def needs_for(tmp_path: Path, tags: str, **host_vars: object) -> HostNeeds:
+    inventory_file = tmp_path / "inventory.yaml"
+    inventory_file.write_text(json.dumps({"all": {"hosts": {"desk-1": {"ansible_host": "192.0.2.1", **host_vars}}}}))
+    inventory = load_inventory(inventory_file)
+    return host_needs(load_playbook(SITE), inventory, inventory.host("desk-1"), BOOKWORM, {},
+                      RunOptions(tags=frozenset(tags.split(","))))
+
+
+def test_a_host_needs_what_its_selected_tasks_install_pull_and_download(tmp_path: Path) -> None:
+    needs = needs_for(tmp_path, "docker,model,vllm")
+    assert needs.release == "debian-bookworm"
+    assert needs.with_recommends == ["docker.io"] and needs.without_recommends == ["curl", "ca-certificates"]
+    assert needs.images == [load_playbook(SITE)[-1].defaults["vllm_image"]]
+    assert needs.weights == [Weights("cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "main")]
+    assert needs.unresolved == []
+    other = needs_for(tmp_path, "docker", docker_distro_packages=["docker.io", "docker-compose"])
+    assert other.packages == ["docker-compose", "docker.io"] and other.images == [] and other.weights == []
+
+
+def manifest() -> Manifest:
+    return Manifest(
+        releases={"debian-bookworm": {"repo": "apt/debian-bookworm", "packages": ["curl", "docker.io", "libc6"],
+                                      "requested": ["curl", "docker.io"], "hosts": ["desk-1"]}},
+        images={"r/x:1": {"file": "images/abc.tar", "id": "sha256:" + "a" * 64, "repo_digests": [], "hosts": []}},
+        weights={"org/m@main": {"repo": "org/m", "revision": "main", "commit": "c" * 40, "hosts": [],
+                                "files": ["hub/org/m/resolve/x/w.bin"]}},
+        files={"key.asc": {"size": 1, "sha256": "k"}, "apt/debian-bookworm/Packages": {"size": 1, "sha256": "p"},
+               "images/abc.tar": {"size": 1, "sha256": "i"}, "hub/org/m/resolve/x/w.bin": {"size": 1, "sha256": "w"},
+               "apt/debian-trixie/Packages": {"size": 1, "sha256": "t"}})
+
+
+def test_what_a_bundle_lacks_is_named_and_what_a_host_uses_is_its_part_only() -> None:
+    full = HostNeeds("desk-1", "debian-bookworm", ["docker.io"], ["curl=7.88*"], ["r/x:1"], [Weights("org/m", "main")])
+    assert manifest().missing(full) == []
+    assert manifest().files_for(full) == ["apt/debian-bookworm/Packages", "hub/org/m/resolve/x/w.bin",
+                                          "images/abc.tar", "key.asc"]
+    lacking = HostNeeds("desk-2", "ubuntu-noble", ["docker.io"], [], ["r/y:2"], [Weights("org/m", "v2")])
+    assert manifest().missing(lacking) == [
+        "the apt packages for ubuntu-noble (the bundle has packages for: debian-bookworm)",
+        "the image r/y:2", "the weights org/m@v2"]
+    assert manifest().missing(HostNeeds("d", "debian-bookworm", ["nvidia-open", "curl"])) == [
+        "apt packages nvidia-open for debian-bookworm"]
+
+
+def test_apt_progress_counts_only_the_bundle_downloads() -> None:
+    """Lines as apt-get 2.6 printed them in a bookworm container (provision/bundle/apt_repo.sh)."""
+    bar = Bar()
+    reader = AptProgress(bar)  # type: ignore[arg-type]
+    for line in ["step=tools", "Need to get 2227 kB of archives.",
+                 "Get:1 http://deb.debian.org/debian bookworm/main amd64 apt-utils amd64 2.6.1 [222 kB]",
+                 "step=download", "Need to get 708 kB/13.5 MB of archives.",
+                 "Get:1 http://deb.debian.org/debian bookworm/main amd64 libcurl4 amd64 7.88.1-10+deb12u15 [392 kB]",
+                 "Get:2 http://deb.debian.org/debian bookworm/main amd64 curl amd64 7.88.1-10+deb12u15 [316 kB]",
+                 "step=index"]:
+        reader.feed(line)
+    assert (bar.completed, bar.total) == (708_000, 708_000)
+
+
+@pytest.fixture
+def static_hub(tmp_path: Path):
+    """A bundle's copy of the stand-in hub, fetched as `provision bundle` fetches it."""
+    running = start_hub(tmp_path / "repo", shard_size=MIB, shards=2, options=HubOptions(drop_after_bytes=MIB // 2))
+    try:
+        repo = running.repository.repo_id
+        commit, files, body = file_list(running.url, repo, "main", None)
+        hub = tmp_path / "bundle" / "hub"
+        api_path(hub, repo, "main").parent.mkdir(parents=True)
+        api_path(hub, repo, "main").write_bytes(body)
+        for repo_file in files:
+            target = resolve_path(hub, repo, commit, repo_file.path)
+            try:
+                fetch(running.url, repo, commit, repo_file, target, None, Bar())  # type: ignore[arg-type]
+            except ProvisionError as dropped:  # the stand-in drops the connection once per file
+                assert "run again: it resumes" in str(dropped)
+                fetch(running.url, repo, commit, repo_file, target, None, Bar())  # type: ignore[arg-type]
+        ranges = [r["range"] for r in running.state.requests if r["path"].endswith(".safetensors")]
+        yield hub, running.repository, ranges
+    finally:
+        running.stop()
+
+
+def test_weights_from_the_bundle_land_in_the_hf_cache_and_read_offline(static_hub, tmp_path: Path) -> None:
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    hub, repository, ranges = static_hub
+    assert any(r and r.startswith("bytes=") for r in ranges), f"a dropped fetch resumes with a Range: {ranges}"
+    cache = tmp_path / "hf" / "hub"
+    args = {"repo": repository.repo_id, "cache_dir": str(cache), "endpoint": f"file://{hub}"}
+    first = plan("hf_snapshot", probe_local("hf_snapshot", **args), **args)
+    assert first.changed and f"download {len(repository.files)} of {len(repository.files)} files" in first.summary
+    REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), first)
+    again = plan("hf_snapshot", probe_local("hf_snapshot", **args), **args)
+    assert not again.changed and "complete" in again.summary
+    snapshot = Path(huggingface_hub.snapshot_download(repository.repo_id, cache_dir=cache, local_files_only=True))
+    assert snapshot.name == repository.commit
+    for repo_file in repository.files:
+        assert (snapshot / repo_file.path).read_bytes() == (repository.folder / repo_file.path).read_bytes()
+    absent = {**args, "revision": "v9"}
+    with pytest.raises(TaskFailed, match="was not found"):
+        plan("hf_snapshot", probe_local("hf_snapshot", **absent), **absent)
+
+
+class UploadingConnection(LocalTestConnection):
+    """Runs here, uploads as the local connection does."""
+
+    def upload(self, local: Path, remote: str, offset: int, advance) -> None:
+        LocalConnection().upload(local, remote, offset, advance)
+
+
+def test_bundle_copy_resumes_a_part_verifies_and_converges(tmp_path: Path) -> None:
+    source, dest = tmp_path / "bundle", tmp_path / "host" / "bundle"
+    (source / "images").mkdir(parents=True)
+    data = bytes(range(256)) * 8192
+    (source / "images/a.tar").write_bytes(data)
+    (source / "key.asc").write_text("key")
+    files = [{"path": "images/a.tar", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()},
+             {"path": "key.asc", "size": 3, "sha256": hashlib.sha256(b"key").hexdigest()}]
+    (dest / "images").mkdir(parents=True)
+    (dest / "images/a.tar.part").write_bytes(data[:300_000])
+    args = {"source": str(source), "dest": str(dest), "files": files}
+    first = plan("bundle_copy", probe_local("bundle_copy", **args), **args)
+    assert "copy 2 of 2" in first.summary and "resuming after 0.3 MiB" in first.summary
+    progress: list[tuple[object, ...]] = []
+    REGISTRY["bundle_copy"].apply(context(UploadingConnection(), progress=progress), first)
+    assert (dest / "images/a.tar").read_bytes() == data and not list(dest.rglob("*.part"))
+    assert progress[-1][1] == progress[-1][2] == len(data) - 300_000 + 3, "only what was missing moved"
+    assert "MiB" in str(progress[-1][0])
+    assert not plan("bundle_copy", probe_local("bundle_copy", **args), **args).changed
+    (dest / "key.asc").unlink()
+    (dest / "key.asc.part").write_text("bad")  # a part of the right size with the wrong bytes
+    broken = plan("bundle_copy", probe_local("bundle_copy", **args), **args)
+    (source / "key.asc").write_text("kez")
+    with pytest.raises(TaskFailed, match="is not the bundle's"):
+        REGISTRY["bundle_copy"].apply(context(UploadingConnection()), broken)
+    assert not (dest / "key.asc.part").exists() and not (dest / "key.asc").exists()
+
+
+def test_docker_load_matches_by_image_id() -> None:
+    image = {"reference": "r/x:1", "file": "images/a.tar", "id": "sha256:" + "a" * 64}
+    args = {"dir": "/var/lib/provision/bundle", "images": [image]}
+    assert not plan("docker_load", f"id={image['id']}\n", **args).changed
+    for found in ("id=\n", "id=sha256:" + "b" * 64 + "\n"):
+        load = plan("docker_load", found, **args)
+        assert load.changed and load.commands[0].script == \
+            "docker load --quiet --input '/var/lib/provision/bundle/images/a.tar'"
