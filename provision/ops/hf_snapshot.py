@@ -245,6 +245,14 @@ class HfSnapshotOperation(Operation):
                                 f"{message})", result={**result, "commit": ""}, args=args,
                                 commands=[Command(script=f"echo {shell_quote(message)} >&2; exit 1",
                                                   description=f"download {args.repo}")])
+        if status == "404" and args.endpoint.startswith("file://"):
+            # a bundle copied by an earlier task of the run (check mode on a fresh host): the download
+            # is planned; should it run with the file still absent, it fails saying so
+            message = api_failure(args, status, "", "")
+            return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} from "
+                                f"{args.endpoint} (its file list is not there yet)", result={**result, "commit": ""},
+                                args=args, commands=[Command(script=f"echo {shell_quote(message)} >&2; exit 1",
+                                                             description=f"download {args.repo}")])
         if status != "200":
             raise TaskFailed(api_failure(args, status or "", _b64(fields.get("api_error", "")), body))
         commit, files = parse_file_list(body)

@@ -116,6 +116,9 @@ def test_a_host_with_no_internet_converges_from_the_bundle(site) -> None:
     host = site["host"]
     rc, _ = host.exec("curl -sS -m 5 -o /dev/null http://deb.debian.org/debian/")
     assert rc != 0, "the offline host reaches the Debian archive"
+    check = provision("up", str(site["inventory"]), "--tags", TAGS, "--bundle", str(site["bundle"]), "--check",
+                      json_path=site["tmp"] / "check.json")
+    assert check.returncode == 0, check.output
     started = time.monotonic()
     first = up(site, site["bundle"], "first")
     elapsed = time.monotonic() - started
@@ -124,6 +127,7 @@ def test_a_host_with_no_internet_converges_from_the_bundle(site) -> None:
     assert {"the offline bundle copied to the host and verified", "Docker engine installed",
             "vLLM image loaded from the offline bundle", "model weights downloaded and verified",
             "vLLM service released and checked"} <= changed, changed
+    assert changed <= set(check.changed_tasks(host.name)) | {"restart docker"}, check.output
     rc, active = host.exec("systemctl is-active vllm docker")
     assert active.split() == ["active", "active"], active
     manifest = json.loads((site["bundle"] / "manifest.json").read_text())

@@ -17,7 +17,7 @@ from provision.bundle.manifest import Manifest
 from provision.bundle.needs import HostNeeds, Weights, host_needs
 from provision.bundle.weights import api_path, fetch, file_list, resolve_path
 from provision.connection.local import LocalConnection
-from provision.errors import ProvisionError, TaskFailed
+from provision.errors import CommandFailed, ProvisionError, TaskFailed
 from provision.facts.model import HostFacts, OsInfo
 from provision.inventory.loader import load_inventory
 from provision.ops import REGISTRY
@@ -144,9 +144,11 @@ def test_weights_from_the_bundle_land_in_the_hf_cache_and_read_offline(static_hu
     assert snapshot.name == repository.commit
     for repo_file in repository.files:
         assert (snapshot / repo_file.path).read_bytes() == (repository.folder / repo_file.path).read_bytes()
-    absent = {**args, "revision": "v9"}
-    with pytest.raises(TaskFailed, match="was not found"):
-        plan("hf_snapshot", probe_local("hf_snapshot", **absent), **absent)
+    absent = {**args, "revision": "v9"}  # not (yet) on the host: planned, and fails clearly if run
+    planned = plan("hf_snapshot", probe_local("hf_snapshot", **absent), **absent)
+    assert planned.changed and "its file list is not there yet" in planned.summary
+    with pytest.raises(CommandFailed, match="was not found"):
+        REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), planned)
 
 
 class UploadingConnection(LocalTestConnection):
