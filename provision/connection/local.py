@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from provision.connection.base import LineStream, RunResult, checked, wrap_script
 from provision.connection.become import become_command, handshake
-from provision.ops.base import Command
 from provision.secrets import Secret
+from provision.shell import Command
 
 
 class LocalConnection:

@@ -27,6 +27,7 @@ from provision.facts.model import (
     OsInfo,
     SecureBootState,
 )
+from provision.shell import parse_fields
 
 SECTION_HEADER = re.compile(r"^@@([A-Za-z0-9][A-Za-z0-9_-]*)[ \t]+(\S.*?)[ \t]*$")
 NVIDIA_VENDOR_ID = "10de"
@@ -129,13 +130,7 @@ def parse_probe(output: str) -> HostFacts:
 
 def parse_key_values(text: str) -> dict[str, str]:
     """`key=value` lines; a repeated key's values are joined with newlines (mokutil's lines)."""
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip():
-            key = key.strip()
-            values[key] = f"{values[key]}\n{value}" if key in values else value
-    return values
+    return parse_fields(text, join_repeated=True)
 
 
 def parse_yes_no(text: str) -> bool:

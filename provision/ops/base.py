@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from provision.shell import Command
+
 if TYPE_CHECKING:
     from provision.connection.base import Connection
     from provision.facts.model import HostFacts
@@ -28,23 +30,6 @@ class OpArgs(BaseModel):
     """Base of every operation's arguments: unknown keys are an error, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One shell script to run on the host as one round trip.
-
-    `script` runs under `bash -euo pipefail` fed on stdin (never on the command line, so `ps` on the
-    host does not show its content); `stdin_data`, when given, is appended after the script as a
-    here-document-free payload: the script reads it from file descriptor 3 (see connection.base).
-    """
-
-    script: str
-    description: str = ""
-    sudo: bool = True
-    data: bytes | None = None
-    timeout: float | None = None
-    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,7 +128,3 @@ def register(cls: type[Operation]) -> type[Operation]:
     REGISTRY[cls.name] = cls()
     return cls
 
-
-def shell_quote(value: str) -> str:
-    """Quote a value for a POSIX shell (single quotes, with embedded quotes escaped)."""
-    return "'" + str(value).replace("'", "'\"'\"'") + "'"

@@ -18,6 +18,7 @@ import jinja2
 import yaml
 
 from provision.secrets import Secret, reveal
+from provision.shell import quote
 
 #: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`), registered by the product
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
@@ -94,7 +95,7 @@ def _to_bool(value: Any) -> bool:
 
 
 def _shquote(value: Any) -> str:
-    return "'" + str(_finalize(value)).replace("'", "'\"'\"'") + "'"
+    return quote(_finalize(value))
 
 
 class Renderer:
