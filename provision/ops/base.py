@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from provision.errors import TaskFailed
 from provision.shell import Command
 
 if TYPE_CHECKING:
@@ -99,6 +100,14 @@ class Operation:
     #: True for operations whose summary is the point (debug, memory_plan): shown even when ok
     reports: ClassVar[bool] = False
 
+    def arguments(self, rendered: dict[str, Any]) -> Any:
+        """A task's rendered arguments as this operation's `Args`; TaskFailed naming every problem."""
+        try:
+            return self.Args.model_validate(rendered)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or self.name}: {e['msg']}" for e in error.errors())
+            raise TaskFailed(f"invalid arguments for {self.name}: {problems}") from error
+
     def probe(self, args: Any) -> str:
         """Shell snippet whose stdout `plan` parses; "" when the plan needs no state."""
         return ""
@@ -120,11 +129,12 @@ class Operation:
         )
 
 
-REGISTRY: dict[str, Operation] = {}
+#: operations registered by the modules imported so far (look them up through `provision.ops.REGISTRY`)
+REGISTERED: dict[str, Operation] = {}
 
 
 def register(cls: type[Operation]) -> type[Operation]:
     """Class decorator: make the operation available to tasks under `cls.name`."""
-    REGISTRY[cls.name] = cls()
+    REGISTERED[cls.name] = cls()
     return cls
 

@@ -8,6 +8,7 @@ the redactor, which knows every secret value.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Callable
@@ -20,8 +21,9 @@ import yaml
 from provision.secrets import Secret, reveal
 from provision.shell import quote
 
-#: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`), registered by the product
-FUNCTIONS: dict[str, Callable[..., Any]] = {}
+#: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`): name -> "module:function",
+#: imported when an environment is made (so that loading a playbook imports no product code)
+FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve_flags"}
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 
@@ -60,9 +62,14 @@ def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environm
         autoescape=False,
     )
     env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine)
-    env.globals.update(FUNCTIONS)
+    env.globals.update({name: _function(target) for name, target in FUNCTIONS.items()})
     env.tests.update(match=_regex_match, search=_regex_search, contains=_contains)
     return env
+
+
+def _function(target: str) -> Callable[..., Any]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _regex_match(value: Any, pattern: str) -> bool:

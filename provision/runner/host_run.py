@@ -6,10 +6,9 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
-from pydantic import ValidationError
 
 from provision import interrupt
 from provision.connection.base import Connection
@@ -18,7 +17,6 @@ from provision.facts.gather import facts_from, gather_facts
 from provision.facts.model import HostFacts
 from provision.facts.parse import probe_script
 from provision.ops import REGISTRY
-from provision.ops.base import ApplyContext, ApplyResult, Plan
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError
 from provision.runner.events import Reporter
@@ -26,6 +24,9 @@ from provision.runner.probe import ProbeCache
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
+
+if TYPE_CHECKING:
+    from provision.ops.base import ApplyResult, Plan
 
 
 @dataclass
@@ -213,11 +214,7 @@ class PlayOnHost:
         rendered = renderer.render(task.args)
         if task.op == "template" and "src" in rendered:
             rendered["content"] = renderer.render_file(rendered["src"])
-        try:
-            return op.Args.model_validate(rendered)
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or task.op}: {e['msg']}" for e in error.errors())
-            raise TaskFailed(f"invalid arguments for {task.op}: {problems}") from error
+        return op.arguments(rendered)
 
     def probe_ahead(self, following: list[Task]) -> list[str]:
         """Probe snippets of the tasks after this one that can be rendered now (best effort)."""
@@ -234,6 +231,8 @@ class PlayOnHost:
         return snippets
 
     def apply(self, op: Any, plan: Plan) -> ApplyResult:
+        from provision.ops.base import ApplyContext  # here: `up` connects before any operation is imported
+
         state = self.state
         context = ApplyContext(
             conn=state.connection(), facts=state.facts, host_name=state.name,
