@@ -173,6 +173,7 @@ def download_script(url: str, dest: str, sha256: str | None, *, dearmor_keys: bo
 @register
 class AptRepositoryOperation(Operation):
     name = "apt_repository"
+    reads_facts = frozenset({"arch"})  # the deb architecture when `architectures` is not given
     Args = AptRepositoryArgs
 
     def probe(self, args: AptRepositoryArgs) -> str:

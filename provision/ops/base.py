@@ -99,6 +99,9 @@ class Operation:
     refreshes_facts: ClassVar[bool] = False
     #: True for operations whose summary is the point (debug, memory_plan): shown even when ok
     reports: ClassVar[bool] = False
+    #: the HostFacts fields `plan`/`apply` read in Python (templates' reads are found by the runner);
+    #: only these and the templates' are gathered, and reading another one raises FactNotGathered
+    reads_facts: ClassVar[frozenset[str]] = frozenset()
 
     def arguments(self, rendered: dict[str, Any]) -> Any:
         """A task's rendered arguments as this operation's `Args`; TaskFailed naming every problem."""

@@ -42,15 +42,21 @@ def test_the_probe_sees_a_heavy_import_when_a_command_runs(tmp_path) -> None:
     assert {"rich", "yaml"} <= modules
 
 
-# `up` up to the moment it opens its first SSH connection: the connection is stopped there (the host
-# is reported unreachable) and the modules loaded by then are printed
+# `up` up to the moment it starts opening its first SSH connection (the runner hands the host to the
+# connecting thread; the connection itself is stopped there, the host reported unreachable): the
+# modules loaded by then are printed
 UP_PROBE = """
 import json, sys
 import provision.connection.ssh as ssh
 from provision.errors import HostUnreachable
-def stop(self):
+from provision.runner.host_run import HostState
+open_early = HostState.open_early
+def snapshot(self, pool):
     print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+    open_early(self, pool)
+def stop(self):
     raise HostUnreachable("stopped before connecting")
+HostState.open_early = snapshot
 ssh.SSHConnection.open = stop
 from provision.cli import main
 main(sys.argv[1:])
@@ -68,7 +74,7 @@ def test_up_connects_before_importing_operations_or_pydantic(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", UP_PROBE, "up", str(inventory), "--tags", "docker"],
                           capture_output=True, text=True)
     modules = json.loads(next(line for line in done.stderr.splitlines() if line.startswith("[")))
-    assert "paramiko" in modules  # it did get as far as connecting
+    assert "paramiko" in modules and "provision.runner.runner" in modules  # it got as far as connecting
     early = [name for name in modules if name == "pydantic" or name.startswith(NOT_BEFORE_CONNECTING)
              or name.split(".")[0] in NOT_BEFORE_CONNECTING]
     assert early == [], early
