@@ -125,12 +125,18 @@ class PlayOnHost:
         self.cache = ProbeCache()
         self.notified: list[str] = []
         self.applying = False
+        self._renderer: tuple[Any, Renderer] | None = None
 
     def renderer(self) -> Renderer:
-        facts = self.state.facts.as_vars() if self.state.facts else {}
-        variables = {**self.host_vars, **self.state.registered, "facts": facts,
-                     "inventory_hostname": self.state.name}
-        return Renderer(self.env, variables)
+        """A renderer over the variables, facts and results known now; made again only when the facts
+        or a registered result changed (making one renders every templated variable)."""
+        key = [self.state.facts, *self.state.registered.items()]  # compared by identity: kept alive here
+        if self._renderer is None or not _same(self._renderer[0], key):
+            facts = self.state.facts.as_vars() if self.state.facts else {}
+            variables = {**self.host_vars, **self.state.registered, "facts": facts,
+                         "inventory_hostname": self.state.name}
+            self._renderer = (key, Renderer(self.env, variables))
+        return self._renderer[1]
 
     def run(self) -> bool:
         """Run all tasks, then the handlers; False when the host failed."""
@@ -349,3 +355,10 @@ def _conditions(condition: str | list[str] | bool | None) -> list[str]:
 def _as_template(expression: str) -> str:
     text = expression.strip()
     return text if text.startswith("{{") else "{{ " + text + " }}"
+
+
+def _same(before: list[Any], now: list[Any]) -> bool:
+    """The same objects (facts, then (name, result) pairs), in the same order."""
+    def identity(item: Any) -> Any:
+        return (item[0], id(item[1])) if isinstance(item, tuple) else id(item)
+    return len(before) == len(now) and all(identity(a) == identity(b) for a, b in zip(before, now, strict=True))
