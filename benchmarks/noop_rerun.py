@@ -10,10 +10,14 @@ do, the tools alternating (the order rotates every round) so a busy machine weig
     with its defaults (fact gathering, no pipelining, 5 forks); each run cold (its own ControlPath
     folder, so no SSH master survives from the previous run, as none does for provision); its recap
     must say changed=0.
-Prints medians, the ratio tool/provision (median of the per-round ratios) and each CLI's start-up time
-(`--version`, median of 10). The other tools come with `pip install -e '.[bench]'`.
-Usage: benchmarks/noop_rerun.py [--hosts 1,5] [--repeat 5] [--tools provision,pyinfra,ansible-tuned]
-       [--startup-only]
+  - the paramiko floor: a fresh Python that imports paramiko, opens one connection per host (all at
+    once, in threads) and runs one exec of the same state check (the four tasks' reads) on each: what
+    any Python tool over SSH must pay at least.
+Prints medians, the ratio tool/provision (median of the per-round ratios; the floor's ratio is
+provision/floor) and each CLI's start-up time (`--version`, median of 10). The other tools come with
+`pip install -e '.[bench]'`.
+Usage: benchmarks/noop_rerun.py [--hosts 1,5,10,20] [--repeat 5]
+       [--tools provision,pyinfra,ansible-tuned,ansible-default,floor] [--startup-only]
 """
 
 from __future__ import annotations
@@ -38,7 +42,28 @@ from tests.lab import Lab  # noqa: E402
 
 BIN = Path(sys.executable).parent
 EXECUTABLES = {"provision": "provision", "pyinfra": "pyinfra", "ansible-tuned": "ansible-playbook",
-               "ansible-default": "ansible-playbook"}
+               "ansible-default": "ansible-playbook", "floor": "python"}
+
+# the floor's per-host exec: what the docker role's four tasks read, as one script
+STATE_CHECK = ("stat -c '%F %a %U %G' /etc/docker; sha256sum /etc/docker/daemon.json; "
+               "dpkg-query -W -f='${Status} ${Version}\\n' docker.io; "
+               "systemctl show -p LoadState,ActiveState,SubState,UnitFileState docker")
+FLOOR = """
+import sys, threading, paramiko
+key, known_hosts, ports, script = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4]
+def one(port):
+    client = paramiko.SSHClient()
+    client.load_host_keys(known_hosts)
+    client.connect("127.0.0.1", port=int(port), username="root", key_filename=key, look_for_keys=False,
+                   allow_agent=False)
+    _, out, _ = client.exec_command(script)
+    out.read()
+    assert out.channel.recv_exit_status() == 0
+    client.close()
+threads = [threading.Thread(target=one, args=(port,)) for port in ports]
+for thread in threads: thread.start()
+for thread in threads: thread.join()
+"""
 
 ANSIBLE_PLAYBOOK = """
 - hosts: all
@@ -122,13 +147,20 @@ class Bench:
         shutil.rmtree(control, ignore_errors=True)
         return elapsed
 
+    def floor(self, inventory: Path, count: int) -> float:
+        ports = ",".join(str(host.ssh_port) for host in self.hosts[:count])
+        elapsed, _ = run([sys.executable, "-c", FLOOR, str(self.lab.key_file), str(self.work / "known_hosts"),
+                          ports, STATE_CHECK])
+        return elapsed
+
     def runners(self) -> dict[str, Callable[[Path, int], float]]:
-        return {"provision": self.provision, "pyinfra": self.pyinfra,
+        return {"provision": self.provision, "pyinfra": self.pyinfra, "floor": self.floor,
                 "ansible-tuned": lambda inv, n: self.ansible(inv, n, tuned=True),
                 "ansible-default": lambda inv, n: self.ansible(inv, n, tuned=False)}
 
     def write_tool_files(self, hosts, count: int) -> None:
         """daemon.json as provision wrote it, the pyinfra inventory of `count` hosts, the playbooks."""
+        self.hosts = hosts
         daemon_json = hosts[0].exec("cat /etc/docker/daemon.json")[1].rstrip("\n")
         (self.work / "daemon.json").write_text(daemon_json)
         (self.work / "deploy.py").write_text(PYINFRA_DEPLOY)
@@ -162,11 +194,15 @@ def report(rows: list[tuple[int, dict[str, list[float]], float]], tools: list[st
             median = statistics.median(times[tool])
             if tool == "provision":
                 cells.append(f"{median:8.2f} s{'':>13}")
+            elif tool == "floor":
+                ratio = statistics.median(p / f for f, p in zip(times[tool], times["provision"], strict=True))
+                cells.append(f"{median:8.2f} s ({ratio:5.2f}x)")
             else:
                 ratio = statistics.median(t / p for t, p in zip(times[tool], times["provision"], strict=True))
                 cells.append(f"{median:8.2f} s ({ratio:5.2f}x)")
         print(f"{count:>5}  {trips:10.1f}" + "".join(f"  {cell:>22}" for cell in cells))
-    print("(x: that tool's time / provision's, median of the per-round ratios; >1 means provision is faster)")
+    print("(x: that tool's time / provision's, median of the per-round ratios; >1 means provision is faster;\n"
+          " floor: provision's time / the floor's, how far provision is above one connection + one exec)")
 
 
 def main() -> None:
@@ -178,11 +214,11 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(n) for n in args.hosts.split(",")]
     tools = ["provision"] + [t for t in args.tools.split(",") if t != "provision"]
-    missing = [t for t in tools if not (BIN / EXECUTABLES[t]).exists()]
+    missing = [t for t in tools if t != "floor" and not (BIN / EXECUTABLES[t]).exists()]
     if missing:
         raise SystemExit(f"not installed beside this Python: {', '.join(missing)} (pip install -e '.[bench]')")
     print("start-up, `--version`, median of 10:")
-    for name in dict.fromkeys(EXECUTABLES[t] for t in tools):
+    for name in dict.fromkeys(EXECUTABLES[t] for t in tools if t != "floor"):
         if (BIN / name).exists():
             print(f"  {name:17} {startup([str(BIN / name), '--version']) * 1000:5.0f} ms")
     print(f"  {'python -c pass':17} {startup([sys.executable, '-c', 'pass']) * 1000:5.0f} ms")

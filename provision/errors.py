@@ -69,3 +69,14 @@ class HostKeyRefused(HostUnreachable):
 
 class TaskFailed(ProvisionError):
     """A task's own check failed (not a command's exit code): a preflight refusal, a failed smoke."""
+
+
+class FactNotGathered(ProvisionError):
+    """A fact was read that this run did not gather: the run gathers only the facts that its tasks'
+    templates name and their operations declare (`Operation.reads_facts`); a read past that is a bug
+    in the declaration, reported as one instead of passing an empty default for a real value."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"fact {name!r} was read but not gathered in this run: name it in the task's template "
+                         f"(facts.{name}) or declare it in the operation's reads_facts")
+        self.name = name

@@ -23,10 +23,10 @@ from provision.connection.base import Connection
 from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.gather import gather_facts
 from provision.inventory.model import Host, Inventory
-from provision.ops.base import shell_quote
 from provision.playbook.model import Play
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import Timeouts, connect
+from provision.shell import quote
 
 HOST_PREFIX = "host:"
 
@@ -65,12 +65,12 @@ def read_host(source: BundleSource, local: tuple[Manifest, str] | None, conn: Co
     else:
         assert source.host_path is not None
         where = f"{host.name}:{source.host_path}"
-        read = conn.run(f"cat -- {shell_quote(source.host_path + '/' + manifests.MANIFEST)}", sudo=True)
+        read = conn.run(f"cat -- {quote(source.host_path + '/' + manifests.MANIFEST)}", sudo=True)
         if read.rc != 0:
             raise InputError(f"host {host.name}: no bundle at {source.host_path} ({read.stderr.strip()[-200:]}): "
                              "is the disk mounted there, and did its build finish?", key="--bundle")
         found = Manifest.from_json(read.stdout, f"{where}/{manifests.MANIFEST}")
-        key_read = conn.run(f"cat -- {shell_quote(source.host_path + '/' + KEY_FILE)} 2>/dev/null || true")
+        key_read = conn.run(f"cat -- {quote(source.host_path + '/' + KEY_FILE)} 2>/dev/null || true")
         key = key_read.stdout
     return HostView(host_needs(plays, inventory, host, facts, extra_vars, options), found, key)
 

@@ -6,7 +6,6 @@ import argparse
 import getpass
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +213,7 @@ def cmd_facts(args: argparse.Namespace, console: Console) -> int:
         try:
             conn = connect(host, args.trust_new_host_keys, trace_of(args, console), timeouts_of(args))
             try:
-                return host.name, asdict(gather_facts(conn))
+                return host.name, gather_facts(conn).as_vars()
             finally:
                 conn.close()
         except (HostUnreachable, ProvisionError) as error:

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from provision.errors import CommandFailed
 from provision.secrets import REDACTOR
+from provision.shell import quote
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from provision.ops.base import Command
+    from provision.shell import Command
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def wrap_script(script: str, data: bytes | None, env: dict[str, str] | None = No
     """The text fed to `bash -s` for a script and its optional payload (on fd 3)."""
     lines = ["set -euo pipefail", "export DEBIAN_FRONTEND=noninteractive LC_ALL=C"]
     for key, value in (env or {}).items():
-        lines.append(f"export {key}={_quote(value)}")
+        lines.append(f"export {key}={quote(value)}")
     if data is not None:
         encoded = base64.b64encode(data).decode()
         # the payload is decoded into a temp file that fd 3 reads; it never appears in argv
@@ -47,9 +48,6 @@ def wrap_script(script: str, data: bytes | None, env: dict[str, str] | None = No
     # of the script. A brace group is parsed whole before it runs, and runs with stdin closed.
     return "{\n" + "\n".join(lines) + "\n} </dev/null\n"
 
-
-def _quote(value: str) -> str:
-    return "'" + str(value).replace("'", "'\"'\"'") + "'"
 
 
 class LineStream:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from provision.connection.base import LineStream, RunResult, checked, wrap_script
 from provision.connection.become import become_command, handshake
-from provision.ops.base import Command
 from provision.secrets import Secret
+from provision.shell import Command
 
 
 class LocalConnection:

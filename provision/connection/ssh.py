@@ -22,8 +22,8 @@ from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, 
 from provision.connection.base import LineStream, RunResult, checked, wrap_script
 from provision.connection.become import BecomeFailed, become_command, handshake
 from provision.errors import HostKeyRefused, HostUnreachable
-from provision.ops.base import Command
 from provision.secrets import Secret
+from provision.shell import Command
 
 TRANSIENT_ERRORS = (
     paramiko.ssh_exception.NoValidConnectionsError,

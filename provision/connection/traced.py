@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from provision.connection.base import Connection, RunResult, checked
-from provision.ops.base import Command
 from provision.secrets import REDACTOR
+from provision.shell import Command
 
 WORD = re.compile(r"[A-Za-z]")
 OUTPUT_LINES = 40

@@ -9,8 +9,10 @@ Sequences are tuples (lists given to the constructor are turned into tuples) so 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal
+
+from provision.errors import FactNotGathered
 
 SecureBootState = Literal["enabled", "disabled", "unknown"]
 
@@ -156,11 +158,37 @@ class HostFacts:
     prime_profile: str | None = None
     cloud_init: bool = False
     dpkg_locked: bool = False
+    # the fields this probe read (None: all of them); reading another one raises FactNotGathered
+    gathered: frozenset[str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("disks", "pci_gpus", "gpus", "gpu_memory_used_mib", "gpu_processes", "nvidia_packages",
                      "kernel_packages", "nvidia_apt_sources", "kernel_modules", "sessions"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            object.__setattr__(self, name, tuple(object.__getattribute__(self, name)))
+
+    def __getattribute__(self, name: str) -> Any:
+        gathered = object.__getattribute__(self, "gathered")
+        if gathered is not None and name in FACT_FIELDS and name not in gathered:
+            raise FactNotGathered(name)
+        return object.__getattribute__(self, name)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={object.__getattribute__(self, name)!r}" for name in self.known_fields())
+        return f"HostFacts({shown})"
+
+    def known_fields(self) -> list[str]:
+        """The fields that were gathered, in declaration order."""
+        gathered = object.__getattribute__(self, "gathered")
+        return [name for name in FACT_FIELDS if gathered is None or name in gathered]
+
+    def merged(self, more: HostFacts) -> HostFacts:
+        """These facts with those `more` gathered in addition (a later play that reads more)."""
+        mine, theirs = object.__getattribute__(self, "gathered"), object.__getattribute__(more, "gathered")
+        if mine is None:
+            return self
+        values = {name: object.__getattribute__(self, name) for name in self.known_fields()}
+        values.update({name: object.__getattribute__(more, name) for name in more.known_fields()})
+        return HostFacts(**values, gathered=None if theirs is None else mine | theirs)
 
     @classmethod
     def empty(cls) -> HostFacts:
@@ -178,8 +206,8 @@ class HostFacts:
         return None if best is None else best.free_bytes
 
     def as_vars(self) -> dict[str, Any]:
-        """Plain nested dicts and lists of every field, for Jinja templates and `--facts` output."""
-        return _plain(self)
+        """Plain nested dicts and lists of every gathered field, for Jinja templates and `--facts` output."""
+        return {name: _plain(object.__getattribute__(self, name)) for name in self.known_fields()}
 
 
 def _plain(value: Any) -> Any:
@@ -188,3 +216,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value
+
+
+#: the fact fields of HostFacts (everything but the bookkeeping of which were gathered)
+FACT_FIELDS = frozenset(f.name for f in fields(HostFacts) if f.name != "gathered")

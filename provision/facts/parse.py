@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 
@@ -27,6 +28,8 @@ from provision.facts.model import (
     OsInfo,
     SecureBootState,
 )
+from provision.facts.sections import ALL_SECTIONS, fields_from, sections_for
+from provision.shell import parse_fields, quote
 
 SECTION_HEADER = re.compile(r"^@@([A-Za-z0-9][A-Za-z0-9_-]*)[ \t]+(\S.*?)[ \t]*$")
 NVIDIA_VENDOR_ID = "10de"
@@ -38,6 +41,14 @@ KERNEL_META_PREFIXES = ("linux-image-", "linux-generic", "linux-oem")
 def probe_script() -> str:
     """The probe's shell text (package data, so it works from an installed wheel too)."""
     return resources.files("provision.facts").joinpath("probe.sh").read_text(encoding="utf-8")
+
+
+def probe_for(fields: Iterable[str] | None) -> str:
+    """The facts probe for these fields only (None: every fact)."""
+    if fields is None:
+        return probe_script()
+    sections = " ".join(sections_for(fields)) or "none"
+    return f"PROBE_SECTIONS={quote(sections)}\n{probe_script()}"
 
 
 def split_sections(output: str) -> dict[str, str]:
@@ -70,7 +81,7 @@ def parse_probe(output: str) -> HostFacts:
     if not output.strip():
         raise ValueError("the facts probe printed nothing")
     sections = split_sections(output)
-    if "os-release" not in sections and "kernel" not in sections:
+    if "probe" not in sections and "os-release" not in sections and "kernel" not in sections:
         raise ValueError(f"not facts probe output (no @@section headers): {output.strip()[:200]!r}")
 
     def get(name: str) -> str:
@@ -124,18 +135,15 @@ def parse_probe(output: str) -> HostFacts:
         prime_profile=get("prime-select").strip() or None,
         cloud_init=parse_key_values(get("cloud-init")).get("present") == "yes",
         dpkg_locked=parse_dpkg_lock(get("dpkg-lock")),
+        gathered=fields_from(sections.get("probe", ALL_SECTIONS)),
     )
+
+
 
 
 def parse_key_values(text: str) -> dict[str, str]:
     """`key=value` lines; a repeated key's values are joined with newlines (mokutil's lines)."""
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip():
-            key = key.strip()
-            values[key] = f"{values[key]}\n{value}" if key in values else value
-    return values
+    return parse_fields(text, join_repeated=True)
 
 
 def parse_yes_no(text: str) -> bool:

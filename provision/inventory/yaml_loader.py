@@ -51,8 +51,8 @@ class YamlDocument:
         return self.value_lines.get(path) or self.line(path)
 
 
-class LineTrackingLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, records lines by path and knows `!secret` / `!env`."""
+class _LineTracking:
+    """A SafeLoader that refuses duplicate keys, records lines by path and knows `!secret` / `!env`."""
 
     def __init__(self, stream: str | bytes, source: Path | str | None = None) -> None:
         super().__init__(stream)
@@ -113,6 +113,15 @@ class LineTrackingLoader(yaml.SafeLoader):
         return self._node_paths.get(id(node))
 
 
+class LineTrackingLoader(_LineTracking, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The fast one (libyaml's parser, ~5x PyYAML's): every file is read with it."""
+
+
+class ExactErrorLoader(_LineTracking, yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's own parser: a file libyaml refused is read again with it, for PyYAML's error text and
+    line (libyaml words some errors differently and places some a line later)."""
+
+
 def _construct_secret(loader: LineTrackingLoader, node: Node) -> Secret:
     if not isinstance(node, ScalarNode):
         raise InputError("!secret takes a single value (a string)", loader.source, node.start_mark.line + 1,
@@ -161,23 +170,37 @@ def refuse_vault_file(path: Path) -> None:
         raise InputError(f"this file is encrypted with Ansible Vault. {VAULT_WAY_OUT}", path, 1)
 
 
-LineTrackingLoader.add_constructor("!vault", _construct_vault)
-LineTrackingLoader.add_constructor("!secret", _construct_secret)
-LineTrackingLoader.add_constructor("!env", _construct_env)
+for _loader in (LineTrackingLoader, ExactErrorLoader):
+    _loader.add_constructor("!vault", _construct_vault)
+    _loader.add_constructor("!secret", _construct_secret)
+    _loader.add_constructor("!env", _construct_env)
 
 
 def load_yaml_text(text: str, source: Path | str) -> YamlDocument:
     """Parse one YAML document; any problem becomes an InputError naming `source` and the line."""
-    loader = LineTrackingLoader(text, source)
+    try:
+        return _load(LineTrackingLoader, text, source)
+    except yaml.YAMLError as fast_error:
+        try:
+            _load(ExactErrorLoader, text, source)
+        except yaml.YAMLError as error:
+            raise _yaml_input_error(error, source) from None
+        raise _yaml_input_error(fast_error, source) from None
+
+
+def _load(loader_class: type[_LineTracking], text: str, source: Path | str) -> YamlDocument:
+    loader = loader_class(text, source)
     try:
         data = loader.get_single_data()
-    except yaml.MarkedYAMLError as error:
-        raise _input_error(error, source) from None
-    except yaml.YAMLError as error:
-        raise InputError(f"YAML error: {error}", source) from None
     finally:
         loader.dispose()
     return YamlDocument(data, source, loader.key_lines, loader.value_lines)
+
+
+def _yaml_input_error(error: yaml.YAMLError, source: Path | str) -> InputError:
+    if isinstance(error, yaml.MarkedYAMLError):
+        return _input_error(error, source)
+    return InputError(f"YAML error: {error}", source)
 
 
 def _input_error(error: yaml.MarkedYAMLError, source: Path | str) -> InputError:

@@ -25,9 +25,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
-from provision.ops.scripting import parse_fields, parse_records, probe_block
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.scripting import probe_block
 from provision.ops.streaming import run_streaming
+from provision.shell import Command, parse_fields, parse_records, quote
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?$")
 PACKAGE_VERSION = re.compile(r"^[A-Za-z0-9.+~:*-]+$")
@@ -226,13 +227,13 @@ class AptOperation(Operation):
     refreshes_facts = True  # drivers, docker and the like are facts
 
     def probe(self, args: AptArgs) -> str:
-        names = " ".join(shell_quote(package) for package in [*(p for p, _ in args.specs), *args.replaces])
+        names = " ".join(quote(package) for package in [*(p for p, _ in args.specs), *args.replaces])
         parts = []
         if names:
             parts.append(PROBE_PACKAGES.replace("NAMES", names))
         if names and (args.update_cache or args.state == "latest"):
             if args.state == "latest":
-                parts.append(f"need={shell_quote(' '.join(package for package, _ in args.specs))}")
+                parts.append(f"need={quote(' '.join(package for package, _ in args.specs))}")
             else:
                 parts.append(PROBE_NOT_INSTALLED.replace("NAMES", names))
             parts.append(PROBE_CANDIDATES)
@@ -265,7 +266,7 @@ class AptOperation(Operation):
             steps.append(f"rm -f -- {POLICY_RC}")
             summary.append(f"remove leftover {POLICY_RC}")
         if unhold:
-            steps.append("apt-mark unhold " + " ".join(map(shell_quote, unhold)))
+            steps.append("apt-mark unhold " + " ".join(map(quote, unhold)))
             summary.append("unhold " + " ".join(unhold))
         if refresh:
             steps.append(f"{APT_GET} update\nmkdir -p -- {UPDATE_STAMP.rsplit('/', 1)[0]}\ntouch -- {UPDATE_STAMP}")
@@ -283,13 +284,13 @@ class AptOperation(Operation):
         if remove:
             verb = "purge" if args.purge else "remove"
             allow = " --allow-change-held-packages" if any(name in held for name in remove) else ""
-            steps.append(f"{APT_GET} {verb}{allow} " + " ".join(map(shell_quote, remove)))
+            steps.append(f"{APT_GET} {verb}{allow} " + " ".join(map(quote, remove)))
             summary.append(f"{verb} " + " ".join(remove))
         changed_names = {spec.partition("=")[0] for spec in targets}
         # apt-get drops the hold of a held package it installs (--allow-change-held-packages): hold again
         rehold = hold + ([name for name in held if name in changed_names] if args.hold is not False else [])
         if rehold:
-            steps.append("apt-mark hold " + " ".join(map(shell_quote, rehold)))
+            steps.append("apt-mark hold " + " ".join(map(quote, rehold)))
             if hold:
                 summary.append("hold " + " ".join(hold))
         if upgrade_unknown:
@@ -337,11 +338,11 @@ class AptOperation(Operation):
             flags.append("--allow-downgrades")
         if any(spec.partition("=")[0] in held for spec in targets) or replaced:
             flags.append("--allow-change-held-packages")  # a replaced driver was usually held
-        return " ".join([*flags, *map(shell_quote, targets), *(shell_quote(name + "-") for name in replaced)])
+        return " ".join([*flags, *map(quote, targets), *(quote(name + "-") for name in replaced)])
 
     @staticmethod
     def _versions_query(names: list[str]) -> str:
-        return "dpkg-query -W -f='${Package}=${Version}\\n' -- " + " ".join(map(shell_quote, names)) + " || true"
+        return "dpkg-query -W -f='${Package}=${Version}\\n' -- " + " ".join(map(quote, names)) + " || true"
 
     @staticmethod
     def _converged_summary(args: AptArgs) -> str:

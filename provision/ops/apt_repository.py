@@ -26,9 +26,10 @@ from urllib.parse import unquote, urlparse
 from pydantic import field_validator, model_validator
 
 from provision.ops.apt import APT_GET
-from provision.ops.base import Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import OpArgs, Operation, Plan, register
 from provision.ops.fields import StrList
-from provision.ops.scripting import atomic_write_script, parse_fields, probe_block, text_diff
+from provision.ops.scripting import atomic_write_script, probe_block, text_diff
+from provision.shell import Command, parse_fields, quote
 
 SOURCES_DIR = "/etc/apt/sources.list.d"
 KEYRINGS_DIR = "/usr/share/keyrings"
@@ -151,35 +152,36 @@ def download_script(url: str, dest: str, sha256: str | None, *, dearmor_keys: bo
     """Download `url` to `dest.part`, verify, (dearmor,) then rename onto `dest`."""
     lines = [
         "(",
-        f"umask 022; mkdir -p -- {shell_quote(posixpath.dirname(dest))}",
-        f"part={shell_quote(dest + '.part')}",
+        f"umask 022; mkdir -p -- {quote(posixpath.dirname(dest))}",
+        f"part={quote(dest + '.part')}",
         """trap 'rm -f -- "$part" "$part.raw"' EXIT""",
-        f'curl -fsSL --retry 3 --connect-timeout 30 -o "$part.raw" {shell_quote(url)}',
+        f'curl -fsSL --retry 3 --connect-timeout 30 -o "$part.raw" {quote(url)}',
     ]
     if sha256:
-        lines.append(f'echo {shell_quote(sha256)}"  $part.raw" | sha256sum -c --quiet -')
+        lines.append(f'echo {quote(sha256)}"  $part.raw" | sha256sum -c --quiet -')
     if dearmor_keys:
         lines.append("""if grep -q -- '-----BEGIN PGP' "$part.raw"; then """
                      f"""tr -d '\\r' < "$part.raw" | {DEARMOR_AWK} | base64 -d > "$part"; """
                      """else cp -- "$part.raw" "$part"; fi""")
-        lines.append(f"""[ -s "$part" ] || {{ echo {shell_quote(f'downloaded key is empty: {url}')} >&2; exit 1; }}""")
+        lines.append(f"""[ -s "$part" ] || {{ echo {quote(f'downloaded key is empty: {url}')} >&2; exit 1; }}""")
     else:
         lines.append('mv -f -- "$part.raw" "$part"')
-    lines += [f'chmod -- {mode} "$part"', f'mv -f -- "$part" {shell_quote(dest)}', ")"]
+    lines += [f'chmod -- {mode} "$part"', f'mv -f -- "$part" {quote(dest)}', ")"]
     return "\n".join(lines)
 
 
 @register
 class AptRepositoryOperation(Operation):
     name = "apt_repository"
+    reads_facts = frozenset({"arch"})  # the deb architecture when `architectures` is not given
     Args = AptRepositoryArgs
 
     def probe(self, args: AptRepositoryArgs) -> str:
         if args.keyring_package_url:
             package, _ = args.keyring_package_identity()
             return probe_block(f"dpkg-query -W -f='keyring_package=${{Version}}\\t${{db:Status-Abbrev}}\\n' "
-                               f"-- {shell_quote(package)}")
-        sources, keyring = shell_quote(args.sources_path), shell_quote(args.keyring_path)
+                               f"-- {quote(package)}")
+        sources, keyring = quote(args.sources_path), quote(args.keyring_path)
         return probe_block(
             f'[ -f {sources} ] && echo "sources=$(base64 -w0 < {sources})"\n'
             f"[ -s {keyring} ] && echo \"keyring_sha256=$(sha256sum < {keyring} | cut -d' ' -f1)\""
@@ -226,7 +228,7 @@ class AptRepositoryOperation(Operation):
     def _plan_absent(self, args: AptRepositoryArgs, current: str | None, fields: dict[str, str]) -> Plan:
         if current is None and "keyring_sha256" not in fields:
             return Plan.ok(f"{args.sources_path} is absent")
-        script = (f"rm -f -- {shell_quote(args.sources_path)}\nrm -f -- {shell_quote(args.keyring_path)}\n"
+        script = (f"rm -f -- {quote(args.sources_path)}\nrm -f -- {quote(args.keyring_path)}\n"
                   f"{APT_UPDATE}")
         return Plan(changed=True, commands=[Command(script=script, description=f"remove {args.sources_path}")],
                     summary=f"remove {args.sources_path} and {args.keyring_path}; apt-get update",
@@ -240,7 +242,7 @@ class AptRepositoryOperation(Operation):
         deb = f"{DEB_CACHE}/{package}_{version}.deb"
         script = "\n".join([
             download_script(str(args.keyring_package_url), deb, args.sha256, dearmor_keys=False),
-            f"{APT_GET} install --allow-downgrades {shell_quote(deb)}",
+            f"{APT_GET} install --allow-downgrades {quote(deb)}",
             APT_UPDATE,
         ])
         was = f" (was {installed})" if installed and status.startswith("ii") else ""

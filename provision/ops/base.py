@@ -17,7 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from provision.errors import TaskFailed
+from provision.shell import Command
 
 if TYPE_CHECKING:
     from provision.connection.base import Connection
@@ -28,23 +31,6 @@ class OpArgs(BaseModel):
     """Base of every operation's arguments: unknown keys are an error, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-
-@dataclass(frozen=True)
-class Command:
-    """One shell script to run on the host as one round trip.
-
-    `script` runs under `bash -euo pipefail` fed on stdin (never on the command line, so `ps` on the
-    host does not show its content); `stdin_data`, when given, is appended after the script as a
-    here-document-free payload: the script reads it from file descriptor 3 (see connection.base).
-    """
-
-    script: str
-    description: str = ""
-    sudo: bool = True
-    data: bytes | None = None
-    timeout: float | None = None
-    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -113,6 +99,17 @@ class Operation:
     refreshes_facts: ClassVar[bool] = False
     #: True for operations whose summary is the point (debug, memory_plan): shown even when ok
     reports: ClassVar[bool] = False
+    #: the HostFacts fields `plan`/`apply` read in Python (templates' reads are found by the runner);
+    #: only these and the templates' are gathered, and reading another one raises FactNotGathered
+    reads_facts: ClassVar[frozenset[str]] = frozenset()
+
+    def arguments(self, rendered: dict[str, Any]) -> Any:
+        """A task's rendered arguments as this operation's `Args`; TaskFailed naming every problem."""
+        try:
+            return self.Args.model_validate(rendered)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or self.name}: {e['msg']}" for e in error.errors())
+            raise TaskFailed(f"invalid arguments for {self.name}: {problems}") from error
 
     def probe(self, args: Any) -> str:
         """Shell snippet whose stdout `plan` parses; "" when the plan needs no state."""
@@ -135,15 +132,12 @@ class Operation:
         )
 
 
-REGISTRY: dict[str, Operation] = {}
+#: operations registered by the modules imported so far (look them up through `provision.ops.REGISTRY`)
+REGISTERED: dict[str, Operation] = {}
 
 
 def register(cls: type[Operation]) -> type[Operation]:
     """Class decorator: make the operation available to tasks under `cls.name`."""
-    REGISTRY[cls.name] = cls()
+    REGISTERED[cls.name] = cls()
     return cls
 
-
-def shell_quote(value: str) -> str:
-    """Quote a value for a POSIX shell (single quotes, with embedded quotes escaped)."""
-    return "'" + str(value).replace("'", "'\"'\"'") + "'"

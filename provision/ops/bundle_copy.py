@@ -18,11 +18,12 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
-from provision.ops.scripting import parse_records, probe_block
+from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle
 from provision.ops.transfer_rate import TransferRate
+from provision.shell import parse_records, quote
 
 MIB = 1024 * 1024
 
@@ -53,16 +54,16 @@ class CopyPlan(Plan):
 
 
 def probe_script(args: BundleCopyArgs) -> str:
-    lines = [f"d={shell_quote(args.dest)}"]
-    lines += [f'printf "have=%s\\t%s\\t%s\\n" {shell_quote(f.path)} "$(stat -c %s -- "$d"/{shell_quote(f.path)} '
-              f'2>/dev/null)" "$(stat -c %s -- "$d"/{shell_quote(f.path)}.part 2>/dev/null)"' for f in args.files]
+    lines = [f"d={quote(args.dest)}"]
+    lines += [f'printf "have=%s\\t%s\\t%s\\n" {quote(f.path)} "$(stat -c %s -- "$d"/{quote(f.path)} '
+              f'2>/dev/null)" "$(stat -c %s -- "$d"/{quote(f.path)}.part 2>/dev/null)"' for f in args.files]
     return "\n".join(lines)
 
 
 def finish_script(dest: str, bundle_file: BundleFile) -> str:
     """Hash the copied `.part` on the host; rename it into place only when it is the bundle's."""
-    final = shell_quote(posixpath.join(dest, bundle_file.path))
-    part = shell_quote(posixpath.join(dest, bundle_file.path + ".part"))
+    final = quote(posixpath.join(dest, bundle_file.path))
+    part = quote(posixpath.join(dest, bundle_file.path + ".part"))
     return f"""sum=$(sha256sum < {part} | cut -d' ' -f1)
 if [ "$sum" != {bundle_file.sha256} ]; then
   rm -f -- {part}; echo "sha256 $sum, the bundle lists {bundle_file.sha256}" >&2; exit 1
@@ -109,7 +110,7 @@ class BundleCopyOperation(Operation):
         folders = sorted({posixpath.dirname(posixpath.join(args.dest, f.path)) for f, _ in plan.missing})
         # the login user writes (SFTP); root owns the folders' files once verified
         made = ctx.conn.run("owner=${SUDO_USER:-root}\n" + "\n".join(
-            f'install -d -m 0755 -o "$owner" -- {shell_quote(folder)}' for folder in folders), sudo=True)
+            f'install -d -m 0755 -o "$owner" -- {quote(folder)}' for folder in folders), sudo=True)
         if made.rc != 0:
             raise TaskFailed(f"cannot make the bundle folders under {args.dest}: {made.stderr.strip()[-300:]}")
         total = sum(f.size - started for f, started in plan.missing)

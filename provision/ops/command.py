@@ -17,9 +17,10 @@ from typing import Any
 
 from pydantic import field_validator
 
-from provision.ops.base import Command, OpArgs, Operation, Plan, register, shell_quote
-from provision.ops.scripting import parse_fields, probe_block
+from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.scripting import probe_block
 from provision.secrets import REDACTOR, Secret
+from provision.shell import Command, parse_fields, quote
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -79,11 +80,11 @@ class CommandOperation(Operation):
     def probe(self, args: CommandArgs) -> str:
         body = []
         if args.creates:
-            body.append(f"[ -e {shell_quote(args.on_host(args.creates))} ] && echo creates_exists=1")
+            body.append(f"[ -e {quote(args.on_host(args.creates))} ] && echo creates_exists=1")
         if args.removes:
-            body.append(f"[ -e {shell_quote(args.on_host(args.removes))} ] || echo removes_missing=1")
+            body.append(f"[ -e {quote(args.on_host(args.removes))} ] || echo removes_missing=1")
         if args.unless:
-            cd = f"cd -- {shell_quote(args.chdir)} && " if args.chdir else ""
+            cd = f"cd -- {quote(args.chdir)} && " if args.chdir else ""
             body.append(f"( {cd}{{\n{args.unless}\n}} ) >/dev/null 2>&1\necho unless_rc=$?")
         return probe_block("\n".join(body)) if body else ""
 
@@ -95,7 +96,7 @@ class CommandOperation(Operation):
             return Plan.ok(f"skipped: {args.removes} does not exist", skipped=True)
         if args.unless and fields.get("unless_rc") == "0":
             return Plan.ok(f"skipped: `{REDACTOR(first_line(args.unless))}` succeeded", skipped=True)
-        script = f"cd -- {shell_quote(args.chdir)}\n{args.cmd}" if args.chdir else args.cmd
+        script = f"cd -- {quote(args.chdir)}\n{args.cmd}" if args.chdir else args.cmd
         env = {key: value.reveal() if isinstance(value, Secret) else value for key, value in args.env.items()}
         summary = f"run: {REDACTOR(first_line(args.cmd))}"
         return Plan(changed=True, summary=summary,

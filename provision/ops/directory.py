@@ -13,10 +13,11 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.filestate import attribute_changes, file_state_probe, parse_file_state, set_attributes_command
 from provision.ops.scripting import chown_spec
+from provision.shell import Command, quote
 
 
 class DirectoryArgs(OpArgs):
@@ -61,16 +62,16 @@ class DirectoryOperation(Operation):
         )
 
     def _create(self, args: DirectoryArgs) -> Command:
-        lines = [f"umask 022; mkdir -p -- {shell_quote(args.path)}"]
+        lines = [f"umask 022; mkdir -p -- {quote(args.path)}"]
         spec = chown_spec(args.owner, args.group)
         if spec:
-            lines.append(f"chown -- {shell_quote(spec)} {shell_quote(args.path)}")
+            lines.append(f"chown -- {quote(spec)} {quote(args.path)}")
         if args.mode:
-            lines.append(f"chmod -- {shell_quote(args.mode)} {shell_quote(args.path)}")
+            lines.append(f"chmod -- {quote(args.mode)} {quote(args.path)}")
         return Command(script="\n".join(lines), description=f"create {args.path}")
 
     def _remove(self, path: str) -> Command:
         parent, base = posixpath.split(path)
-        trash = shell_quote(f"{parent}/.{base}.provision-removed-XXXXXX")
-        script = f'trash=$(mktemp -d -- {trash})\nmv -- {shell_quote(path)} "$trash/"\nrm -rf -- "$trash"'
+        trash = quote(f"{parent}/.{base}.provision-removed-XXXXXX")
+        script = f'trash=$(mktemp -d -- {trash})\nmv -- {quote(path)} "$trash/"\nrm -rf -- "$trash"'
         return Command(script=script, description=f"remove {path}")

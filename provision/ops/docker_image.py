@@ -24,10 +24,11 @@ from typing import Any
 from pydantic import field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
-from provision.ops.scripting import parse_fields, probe_block
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
+from provision.shell import Command, parse_fields, quote
 
 REFERENCE = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*$", re.IGNORECASE)
 LAYER_LINE = re.compile(r"^([0-9a-f]{12}): (.+)$")
@@ -76,7 +77,7 @@ def pick_digest(image: str, repo_digests: list[str]) -> str:
 def inspect_script(image: str) -> str:
     template = '{{.Id}} {{range .RepoDigests}}{{.}},{{end}}'
     return f"""if ! command -v docker >/dev/null 2>&1; then echo docker=missing
-elif out=$(docker image inspect --format {shell_quote(template)} -- {shell_quote(image)} 2>/dev/null)
+elif out=$(docker image inspect --format {quote(template)} -- {quote(image)} 2>/dev/null)
 then echo present=1; echo "id=${{out%% *}}"; echo "repo_digests=${{out#* }}"
 else echo present=0
 fi"""

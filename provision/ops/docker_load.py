@@ -16,9 +16,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
-from provision.ops.scripting import parse_records, probe_block
+from provision.ops.scripting import probe_block
+from provision.shell import Command, parse_records, quote
 
 
 class BundledImage(BaseModel):
@@ -33,7 +34,7 @@ class DockerLoadArgs(OpArgs):
 
 
 def inspect_lines(images: list[BundledImage]) -> str:
-    return "\n".join(f'echo "id=$(docker image inspect --format "{{{{.Id}}}}" -- {shell_quote(i.reference)} '
+    return "\n".join(f'echo "id=$(docker image inspect --format "{{{{.Id}}}}" -- {quote(i.reference)} '
                      f'2>/dev/null)"' for i in images)
 
 
@@ -57,7 +58,7 @@ class DockerLoadOperation(Operation):
         loads = [image for image, have in zip(args.images, found, strict=True) if have != image.id]
         if not loads:
             return Plan.ok(", ".join(f"{i.reference} present ({i.id[:19]})" for i in args.images))
-        commands = [Command(script=f"docker load --quiet --input {shell_quote(posixpath.join(args.dir, i.file))}",
+        commands = [Command(script=f"docker load --quiet --input {quote(posixpath.join(args.dir, i.file))}",
                             description=f"docker load {i.file}", timeout=3600) for i in loads]
         return LoadPlan(changed=True, commands=commands, args=args,
                             summary="load " + ", ".join(f"{i.reference} ({i.id[:19]}) from the bundle" for i in loads))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from provision.errors import InputError
-from provision.ops.base import Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.filestate import (
     FileState,
@@ -26,6 +26,7 @@ from provision.ops.filestate import (
 )
 from provision.ops.scripting import text_diff
 from provision.secrets import REDACTOR, Secret
+from provision.shell import Command, quote
 
 
 class FileArgs(OpArgs):
@@ -123,7 +124,7 @@ class FileOperation(Operation):
         require_regular_file(current)
         return Plan(
             changed=True,
-            commands=[Command(script=f"rm -f -- {shell_quote(args.dest)}", description=f"remove {args.dest}")],
+            commands=[Command(script=f"rm -f -- {quote(args.dest)}", description=f"remove {args.dest}")],
             summary=f"remove {args.dest}",
             diff=content_diff(current, None, args.is_secret),
         )

@@ -13,8 +13,8 @@ import hashlib
 from dataclasses import dataclass
 
 from provision.errors import TaskFailed
-from provision.ops.base import Command, shell_quote
-from provision.ops.scripting import atomic_write_script, chown_spec, parse_fields, probe_block
+from provision.ops.scripting import atomic_write_script, chown_spec, probe_block
+from provision.shell import Command, parse_fields, quote
 
 CONTENT_CAP = 1024 * 1024
 DEFAULT_MODE = "0644"
@@ -29,9 +29,9 @@ def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str
     """Probe printing `path`'s state; the content only when wanted and its sha256 is not the given one."""
     content_test = "[ -n \"$want\" ] && [ \"$size\" -le " + str(CONTENT_CAP) + " ]"
     if unless_sha256:
-        content_test += f' && [ "$sha" != {shell_quote(unless_sha256)} ]'
+        content_test += f' && [ "$sha" != {quote(unless_sha256)} ]'
     body = f"""
-p={shell_quote(path)}
+p={quote(path)}
 want={"1" if want_content else "''"}
 if [ -L "$p" ]; then p=$(readlink -f -- "$p"); echo "target=$p"; fi
 attributes() {{
@@ -145,9 +145,9 @@ def set_attributes_command(path: str, owner: str | None, group: str | None, mode
     lines = []
     spec = chown_spec(owner, group)
     if spec:
-        lines.append(f"chown -- {shell_quote(spec)} {shell_quote(path)}")
+        lines.append(f"chown -- {quote(spec)} {quote(path)}")
     if mode:
-        lines.append(f"chmod -- {shell_quote(mode)} {shell_quote(path)}")
+        lines.append(f"chmod -- {quote(mode)} {quote(path)}")
     return Command(script="\n".join(lines), description=f"set attributes of {path}")
 
 

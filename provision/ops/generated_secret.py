@@ -20,10 +20,11 @@ from typing import Any
 from pydantic import Field
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath, FileMode
-from provision.ops.scripting import atomic_write_script, parse_fields, probe_block
+from provision.ops.scripting import atomic_write_script, probe_block
 from provision.secrets import Secret
+from provision.shell import Command, parse_fields, quote
 
 PLACEHOLDER = "(generated when applied)"
 
@@ -46,7 +47,7 @@ class GeneratedSecretOperation(Operation):
     Args = GeneratedSecretArgs
 
     def probe(self, args: GeneratedSecretArgs) -> str:
-        path = shell_quote(args.path)
+        path = quote(args.path)
         return probe_block(f'if [ -s {path} ]; then echo "value=$(base64 -w0 < {path})"; else echo value=; fi')
 
     def plan(self, args: GeneratedSecretArgs, facts: Any, state: str) -> Plan:

@@ -34,12 +34,13 @@ from urllib.parse import quote as url_quote
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
-from provision.ops.scripting import parse_fields, parse_records, probe_block
+from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
 from provision.secrets import Secret
+from provision.shell import Command, parse_fields, parse_records, quote
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -123,7 +124,7 @@ def auth_function(token: Secret | None) -> str:
     if token is None:
         return "auth() { :; }"
     header = f'header = "Authorization: Bearer {token.reveal()}"'
-    return f"auth() {{ printf '%s\\n' {shell_quote(header)}; }}"
+    return f"auth() {{ printf '%s\\n' {quote(header)}; }}"
 
 
 def api_url(args: HfSnapshotArgs) -> str:
@@ -140,9 +141,9 @@ FILE_STATUS = 'if [ "$rc" = 0 ]; then code=200; elif [ "$rc" = 37 ]; then code=4
 
 
 def probe_script(args: HfSnapshotArgs) -> str:
-    storage, manifests = shell_quote(args.storage), shell_quote(args.manifests)
-    commit = f"commit={shell_quote(args.revision)}" if args.is_commit else \
-        f"commit=$(cat -- {storage}/refs/{shell_quote(args.revision)} 2>/dev/null)"
+    storage, manifests = quote(args.storage), quote(args.manifests)
+    commit = f"commit={quote(args.revision)}" if args.is_commit else \
+        f"commit=$(cat -- {storage}/refs/{quote(args.revision)} 2>/dev/null)"
     return f"""{commit}
 echo "ref=$commit"
 complete=0
@@ -159,7 +160,7 @@ if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
     {auth_function(args.token)}
     out=$(mktemp); err=$(mktemp)
     code=$(auth | curl -sS -K - --connect-timeout 15 --max-time 60 -o "$out" -w '%{{http_code}}' \\
-      {shell_quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
+      {quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
     {FILE_STATUS if args.endpoint.startswith("file://") else ""}
     echo "api_status=$code"
     echo "api_body=$(base64 -w0 < "$out")"
@@ -170,7 +171,7 @@ if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
   fi
 fi
 [ -d {storage}/blobs ] && find {storage}/blobs -maxdepth 1 -type f -printf 'blob=%f\\t%s\\n'
-d={shell_quote(args.cache_dir)}; while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done
+d={quote(args.cache_dir)}; while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done
 echo "avail=$(df -PB1 -- "$d" | awk 'NR == 2 {{ print $4 }}')"
 """
 
@@ -243,7 +244,7 @@ class HfSnapshotOperation(Operation):
             message = api_failure(args, status, "", "")
             return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} (file list not read: "
                                 f"{message})", result={**result, "commit": ""}, args=args,
-                                commands=[Command(script=f"echo {shell_quote(message)} >&2; exit 1",
+                                commands=[Command(script=f"echo {quote(message)} >&2; exit 1",
                                                   description=f"download {args.repo}")])
         if status == "404" and args.endpoint.startswith("file://"):
             # a bundle copied by an earlier task of the run (check mode on a fresh host): the download
@@ -251,7 +252,7 @@ class HfSnapshotOperation(Operation):
             message = api_failure(args, status, "", "")
             return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} from "
                                 f"{args.endpoint} (its file list is not there yet)", result={**result, "commit": ""},
-                                args=args, commands=[Command(script=f"echo {shell_quote(message)} >&2; exit 1",
+                                args=args, commands=[Command(script=f"echo {quote(message)} >&2; exit 1",
                                                              description=f"download {args.repo}")])
         if status != "200":
             raise TaskFailed(api_failure(args, status or "", _b64(fields.get("api_error", "")), body))
@@ -373,7 +374,7 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
     missing_etags = {f.etag for f in missing}
     snapshot = f'"$storage/snapshots/{commit}"'
     lines = [
-        f"storage={shell_quote(args.storage)}; manifests={shell_quote(args.manifests)}; attempts={args.attempts}",
+        f"storage={quote(args.storage)}; manifests={quote(args.manifests)}; attempts={args.attempts}",
         f"done_bytes={sum(f.size for f in files if f.etag not in missing_etags)}",
         f'mkdir -p -- "$storage/blobs" {snapshot} "$storage/refs" "$manifests"',
         'exec 9>"$manifests/lock"',
@@ -388,21 +389,21 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
     ]
     fetched: set[str] = set()
     for repo_file in files:
-        path = shell_quote(repo_file.path)
+        path = quote(repo_file.path)
         if repo_file.etag in missing_etags and repo_file.etag not in fetched:
             fetched.add(repo_file.etag)
             lines.append(f"echo file={path}")
             lines.append(f"fetch {repo_file.etag} {repo_file.size} {repo_file.kind} "
-                         f"{shell_quote(file_url(args, commit, repo_file.path))} {path}")
+                         f"{quote(file_url(args, commit, repo_file.path))} {path}")
             lines.append(f'done_bytes=$((done_bytes + {repo_file.size})); echo "progress=$done_bytes"')
         folder = posixpath.dirname(repo_file.path)
         if folder:
-            lines.append(f"mkdir -p -- {snapshot}/{shell_quote(folder)}")
-        lines.append(f"ln -sfn -- {shell_quote(repo_file.link_target())} {snapshot}/{path}")
+            lines.append(f"mkdir -p -- {snapshot}/{quote(folder)}")
+        lines.append(f"ln -sfn -- {quote(repo_file.link_target())} {snapshot}/{path}")
     lines.append(f'tmp=$(mktemp -- "$manifests/.manifest.XXXXXX"); cat <&3 > "$tmp"; '
                  f'mv -f -- "$tmp" "$manifests/{commit}.manifest"')
     if not args.is_commit:
-        ref = shell_quote(args.revision)
+        ref = quote(args.revision)
         lines.append(f'mkdir -p -- "$(dirname -- "$storage/refs/"{ref})"')
         lines.append(f'tmp=$(mktemp -- "$storage/refs/.ref.XXXXXX"); printf %s {commit} > "$tmp"; '
                      f'mv -f -- "$tmp" "$storage/refs/"{ref}')

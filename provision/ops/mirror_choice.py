@@ -16,8 +16,9 @@ from urllib.parse import urlsplit
 
 from pydantic import field_validator
 
-from provision.ops.base import OpArgs, Operation, Plan, register, shell_quote
-from provision.ops.scripting import parse_fields, probe_block
+from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.scripting import probe_block
+from provision.shell import parse_fields, quote
 
 CHECK_TIMEOUT_S = 3
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -52,7 +53,7 @@ class MirrorChoiceArgs(OpArgs):
 
 def check_script(args: MirrorChoiceArgs) -> str:
     host, port = args.mirror_address()
-    return (f"if timeout {CHECK_TIMEOUT_S} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {shell_quote(host)} {port} "
+    return (f"if timeout {CHECK_TIMEOUT_S} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {quote(host)} {port} "
             "2>/dev/null; then echo up=1; else echo up=0; fi")
 
 

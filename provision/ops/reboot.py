@@ -21,9 +21,9 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exp
 
 from provision import interrupt
 from provision.errors import HostKeyRefused, HostUnreachable
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
-from provision.ops.scripting import parse_fields
+from provision.shell import Command, parse_fields, quote
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
@@ -47,8 +47,8 @@ class NotBackYet(Exception):
 
 def reboot_script(marker_path: str) -> str:
     """Record the boot id, write a fresh token into the marker (atomically), schedule the reboot."""
-    marker = shell_quote(marker_path)
-    return f"""mkdir -p -- {shell_quote(posixpath.dirname(marker_path))}
+    marker = quote(marker_path)
+    return f"""mkdir -p -- {quote(posixpath.dirname(marker_path))}
 token=$(cat /proc/sys/kernel/random/uuid)
 printf '%s\\n' "$token" > {marker}.tmp
 mv -f -- {marker}.tmp {marker}
@@ -58,7 +58,7 @@ nohup setsid sh -c 'sleep 2; systemctl reboot' >/dev/null 2>&1 </dev/null &"""
 
 
 def check_script(marker_path: str) -> str:
-    return f'echo "boot_id=$(cat {BOOT_ID})"\necho "marker=$(cat -- {shell_quote(marker_path)} 2>/dev/null)"'
+    return f'echo "boot_id=$(cat {BOOT_ID})"\necho "marker=$(cat -- {quote(marker_path)} 2>/dev/null)"'
 
 
 @register

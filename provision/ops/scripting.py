@@ -11,8 +11,8 @@ import difflib
 import posixpath
 import re
 
-from provision.ops.base import shell_quote
 from provision.secrets import REDACTOR
+from provision.shell import quote
 
 MODE_PATTERN = re.compile(r"^0?[0-7]{3,4}$")
 
@@ -20,22 +20,6 @@ MODE_PATTERN = re.compile(r"^0?[0-7]{3,4}$")
 def probe_block(body: str) -> str:
     """Wrap a probe body so that it is safe to splice into a larger `set +e` script."""
     return f"(\nset +eu\n{body.strip()}\n) </dev/null 2>/dev/null\n"
-
-
-def parse_fields(state: str) -> dict[str, str]:
-    """`key=value` lines into a dict (the last value of a repeated key wins); other lines ignored."""
-    fields: dict[str, str] = {}
-    for line in state.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key and " " not in key:
-            fields[key] = value
-    return fields
-
-
-def parse_records(state: str, key: str) -> list[str]:
-    """Every value of a repeated `key=value` line, in order."""
-    prefix = f"{key}="
-    return [line[len(prefix):] for line in state.splitlines() if line.startswith(prefix)]
 
 
 def normalize_mode(value: object) -> str | None:
@@ -79,17 +63,17 @@ def atomic_write_script(dest: str, *, mode: str, owner_group: str | None, create
     base = posixpath.basename(dest)
     lines = ["("]
     if create_parent:
-        lines.append(f"umask 022; mkdir -p -- {shell_quote(parent)}")
+        lines.append(f"umask 022; mkdir -p -- {quote(parent)}")
     lines += [
-        f"tmp=$(mktemp -- {shell_quote(f'{parent}/.{base}.provision-XXXXXX')})",
+        f"tmp=$(mktemp -- {quote(f'{parent}/.{base}.provision-XXXXXX')})",
         "trap 'rm -f -- \"$tmp\"' EXIT",
         'cat <&3 > "$tmp"',
     ]
     if owner_group:
-        lines.append(f'chown -- {shell_quote(owner_group)} "$tmp"')
+        lines.append(f'chown -- {quote(owner_group)} "$tmp"')
     lines += [
-        f'chmod -- {shell_quote(mode)} "$tmp"',
-        f'mv -f -- "$tmp" {shell_quote(dest)}',
+        f'chmod -- {quote(mode)} "$tmp"',
+        f'mv -f -- "$tmp" {quote(dest)}',
         ")",
     ]
     return "\n".join(lines)

@@ -13,8 +13,8 @@ from typing import Any
 
 from provision.connection.base import RunResult
 from provision.errors import CommandFailed
-from provision.ops.base import Command
 from provision.secrets import REDACTOR
+from provision.shell import Command
 
 
 def run_streaming(conn: Any, command: Command, on_line: Callable[[str], None], check: bool = True) -> RunResult:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from provision.errors import TaskFailed
-from provision.ops.base import Command, OpArgs, Operation, Plan, register, shell_quote
-from provision.ops.scripting import parse_fields, probe_block
+from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.scripting import probe_block
+from provision.shell import Command, parse_fields, quote
 
 PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
 ENABLED_STATES = {"enabled", "static", "alias", "generated", "transient"}
@@ -43,14 +44,14 @@ class SystemdOperation(Operation):
     Args = SystemdArgs
 
     def probe(self, args: SystemdArgs) -> str:
-        return probe_block(f"systemctl show -p {PROPERTIES} -- {shell_quote(args.name)}")
+        return probe_block(f"systemctl show -p {PROPERTIES} -- {quote(args.name)}")
 
     def plan(self, args: SystemdArgs, facts: Any, state: str) -> Plan:
         unit = unit_state(state)
         steps = self._steps(args, unit)
         if not steps:
             return Plan.ok(f"{args.name} is {unit.get('ActiveState', 'unknown')}, {unit.get('UnitFileState') or 'n/a'}")
-        unit_arg = shell_quote(args.name)
+        unit_arg = quote(args.name)
         script = "\n".join(self._step_script(step, unit_arg) for step in steps)
         summary = f"{', '.join(steps)} {args.name}"
         return Plan(changed=True, commands=[Command(script=script, description=f"systemctl: {summary}")],

@@ -21,10 +21,11 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.command import check_bash_syntax, first_line
-from provision.ops.scripting import parse_fields, probe_block
+from provision.ops.scripting import probe_block
 from provision.secrets import REDACTOR
+from provision.shell import Command, parse_fields, quote
 
 SUMMARY_LINES = 3
 MESSAGE_TAIL_LINES = 20
@@ -45,7 +46,7 @@ class VerifyArgs(OpArgs):
 
 def check_script(args: VerifyArgs) -> str:
     """Bash that runs the check and prints `rc=` and `out=` (its stdout and stderr, base64)."""
-    return (f"rc=0; out=$(timeout {args.timeout:g} bash -o pipefail -c {shell_quote(args.cmd)} 2>&1) || rc=$?\n"
+    return (f"rc=0; out=$(timeout {args.timeout:g} bash -o pipefail -c {quote(args.cmd)} 2>&1) || rc=$?\n"
             'echo "rc=$rc"\n'
             """echo "out=$(printf '%s' "$out" | base64 -w0)\"""")
 

@@ -16,8 +16,9 @@ from pydantic import Field, model_validator
 
 from provision import interrupt
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
-from provision.ops.scripting import parse_fields, probe_block
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.scripting import probe_block
+from provision.shell import Command, parse_fields, quote
 
 CHECK_TIMEOUT_S = 5
 
@@ -51,13 +52,13 @@ def check_script(args: WaitForArgs) -> str:
     if args.port is not None:
         return (
             f"if timeout {CHECK_TIMEOUT_S} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' "
-            f"{shell_quote(args.host)} {args.port} 2>/dev/null; then echo up=1; else echo up=0; fi"
+            f"{quote(args.host)} {args.port} 2>/dev/null; then echo up=1; else echo up=0; fi"
         )
-    contains = (f' && {{ grep -qF -- {shell_quote(args.contains)} "$body" || up=0; }}'
+    contains = (f' && {{ grep -qF -- {quote(args.contains)} "$body" || up=0; }}'
                 if args.contains is not None else "")
     return f"""if ! command -v curl >/dev/null 2>&1; then echo curl=missing; echo up=0; else
 body=$(mktemp)
-code=$(curl -sS -o "$body" -w '%{{http_code}}' --max-time {CHECK_TIMEOUT_S} {shell_quote(str(args.url))} 2>/dev/null)
+code=$(curl -sS -o "$body" -w '%{{http_code}}' --max-time {CHECK_TIMEOUT_S} {quote(str(args.url))} 2>/dev/null)
 echo "status=$code"
 up=0; if [ "$code" = {args.status} ]; then up=1{contains}; fi
 echo "up=$up"; rm -f -- "$body"

@@ -8,6 +8,8 @@ the redactor, which knows every secret value.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import re
 from collections.abc import Callable
@@ -18,9 +20,11 @@ import jinja2
 import yaml
 
 from provision.secrets import Secret, reveal
+from provision.shell import quote
 
-#: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`), registered by the product
-FUNCTIONS: dict[str, Callable[..., Any]] = {}
+#: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`): name -> "module:function",
+#: imported when an environment is made (so that loading a playbook imports no product code)
+FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve_flags"}
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 
@@ -59,9 +63,14 @@ def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environm
         autoescape=False,
     )
     env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine)
-    env.globals.update(FUNCTIONS)
+    env.globals.update({name: _function(target) for name, target in FUNCTIONS.items()})
     env.tests.update(match=_regex_match, search=_regex_search, contains=_contains)
     return env
+
+
+def _function(target: str) -> Callable[..., Any]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _regex_match(value: Any, pattern: str) -> bool:
@@ -94,7 +103,72 @@ def _to_bool(value: Any) -> bool:
 
 
 def _shquote(value: Any) -> str:
-    return "'" + str(_finalize(value)).replace("'", "'\"'\"'") + "'"
+    return quote(_finalize(value))
+
+
+# Compiled once per environment (one per play, shared by its hosts) and text: compiling is most of a
+# render's cost, and every host renders the same role texts, several times each (issue 13).
+@functools.lru_cache(maxsize=4096)
+def _template(env: jinja2.Environment, text: str) -> jinja2.Template:
+    return env.from_string(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _expression(env: jinja2.Environment, expression: str) -> Callable[..., Any]:
+    return env.compile_expression(expression, undefined_to_none=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _references(env: jinja2.Environment, text: str) -> tuple[frozenset[str], frozenset[str] | None]:
+    """(variable names a template text reads, the `facts.NAME` fields it reads or None when it uses
+    `facts` in a way that does not name one: `facts[key]`, `facts | to_json`)."""
+    names: set[str] = set()
+    fields: set[str] | None = set()
+
+    def visit(node: jinja2.nodes.Node, parent: jinja2.nodes.Node | None) -> None:
+        nonlocal fields
+        if isinstance(node, jinja2.nodes.Name) and node.ctx == "load":
+            names.add(node.name)
+            if node.name == "facts" and fields is not None:
+                if isinstance(parent, jinja2.nodes.Getattr):
+                    fields.add(parent.attr)
+                elif isinstance(parent, jinja2.nodes.Getitem) and isinstance(parent.arg, jinja2.nodes.Const):
+                    fields.add(str(parent.arg.value))
+                else:
+                    fields = None
+        for child in node.iter_child_nodes():
+            visit(child, node)
+
+    visit(env.parse(text), None)
+    return frozenset(names), None if fields is None else frozenset(fields)
+
+
+def facts_read(env: jinja2.Environment, values: list[Any], variables: dict[str, Any]) -> frozenset[str] | None:
+    """The `facts` fields that rendering `values` can read, through the variables they name as well
+    (`docker_repo_url: ".../{{ facts.os.id }}"`); None: all of them (a use that names none, or a
+    template that does not parse, which fails with its own error when rendered)."""
+    fields: set[str] = set()
+    seen: set[str] = set()
+    pending = list(values)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+        elif isinstance(value, str) and _has_template(value):
+            try:
+                names, read = _references(env, value)
+            except jinja2.TemplateSyntaxError:
+                return None
+            if read is None:
+                return None
+            fields |= read
+            for name in names - seen:
+                seen.add(name)
+                if name in variables:
+                    pending.append(variables[name])
+    return frozenset(fields)
 
 
 class Renderer:
@@ -144,13 +218,13 @@ class Renderer:
             match = SINGLE_EXPRESSION.match(text.strip())
             if match:
                 return reveal(self.evaluate(match.group("expr")))
-            return self.env.from_string(text).render(**self.variables)
+            return _template(self.env, text).render(**self.variables)
         except jinja2.TemplateError as error:
             raise TemplateError(f"{error} (in {text!r})") from error
 
     def evaluate(self, expression: str) -> Any:
         """The value of one Jinja expression; an undefined name is an error, not None."""
-        value = self.env.compile_expression(expression, undefined_to_none=False)(**self.variables)
+        value = _expression(self.env, expression)(**self.variables)
         if isinstance(value, jinja2.Undefined):
             value._fail_with_undefined_error()
         return value

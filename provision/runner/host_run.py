@@ -5,27 +5,29 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
-from pydantic import ValidationError
 
 from provision import interrupt
 from provision.connection.base import Connection
 from provision.errors import CommandFailed, HostUnreachable, ProvisionError, TaskFailed
 from provision.facts.gather import facts_from, gather_facts
-from provision.facts.model import HostFacts
-from provision.facts.parse import probe_script
+from provision.facts.model import FACT_FIELDS, HostFacts
+from provision.facts.parse import probe_for
 from provision.ops import REGISTRY
-from provision.ops.base import ApplyContext, ApplyResult, Plan
 from provision.playbook.model import Play, Task
-from provision.playbook.templating import Renderer, TemplateError
+from provision.playbook.templating import Renderer, TemplateError, facts_read
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
+
+if TYPE_CHECKING:
+    from provision.ops.base import ApplyResult, Plan
 
 
 @dataclass
@@ -54,15 +56,27 @@ class HostState:
     round_trips_before: int = 0
     lock: RunLock | None = None
     lock_confirmed: bool = False
+    opening: Future[Connection] | None = None
+
+    def open_early(self, pool: Executor) -> None:
+        """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
+        are still being rendered: the handshake waits on the network and the host, not on us."""
+        if self.conn is None and self.opening is None:
+            self.opening = pool.submit(self._open)
 
     def connection(self) -> Connection:
         if self.conn is None:
-            self.conn = self.connect()
-            if self.lock is not None:
-                self.lock.start(self.conn)
-                if self.lock_confirmed:  # a reconnect (after a reboot): take it again before going on
-                    self.lock.confirm(self.conn)
+            opening, self.opening = self.opening, None
+            self.conn = opening.result() if opening is not None else self._open()
+            if self.lock is not None and self.lock_confirmed:  # a reconnect (after a reboot): take it again
+                self.lock.confirm(self.conn)
         return self.conn
+
+    def _open(self) -> Connection:
+        conn = self.connect()
+        if self.lock is not None:
+            self.lock.start(conn)
+        return conn
 
     def confirm_lock(self) -> bool:
         """Hold the run lock (waiting or refusing as configured); True when it was taken only after
@@ -74,6 +88,10 @@ class HostState:
         return waited
 
     def release(self) -> None:
+        if self.opening is not None:  # opened early, never used (its play was skipped, or Ctrl-C)
+            with contextlib.suppress(Exception):
+                self.conn = self.opening.result()
+            self.opening = None
         if self.lock is not None:
             self.lock.release()
         if self.conn is not None:
@@ -107,18 +125,23 @@ class PlayOnHost:
         self.cache = ProbeCache()
         self.notified: list[str] = []
         self.applying = False
+        self._renderer: tuple[Any, Renderer] | None = None
 
     def renderer(self) -> Renderer:
-        facts = self.state.facts.as_vars() if self.state.facts else {}
-        variables = {**self.host_vars, **self.state.registered, "facts": facts,
-                     "inventory_hostname": self.state.name}
-        return Renderer(self.env, variables)
+        """A renderer over the variables, facts and results known now; made again only when the facts
+        or a registered result changed (making one renders every templated variable)."""
+        key = [self.state.facts, *self.state.registered.items()]  # compared by identity: kept alive here
+        if self._renderer is None or not _same(self._renderer[0], key):
+            facts = self.state.facts.as_vars() if self.state.facts else {}
+            variables = {**self.host_vars, **self.state.registered, "facts": facts,
+                         "inventory_hostname": self.state.name}
+            self._renderer = (key, Renderer(self.env, variables))
+        return self._renderer[1]
 
     def run(self) -> bool:
         """Run all tasks, then the handlers; False when the host failed."""
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
-        if self.state.facts is None:
-            self.gather_facts_and_states(tasks)
+        self.gather_facts_and_states(tasks)
         if self.state.confirm_lock():
             # read while another run still held the host (--wait-lock): read it again under the lock
             self.cache.invalidate()
@@ -139,15 +162,65 @@ class PlayOnHost:
         return True
 
     def gather_facts_and_states(self, tasks: list[Task]) -> None:
-        """Facts and the state of every task that renders without them, in one round trip.
+        """The facts these tasks read that are not known yet, and the state of every task that renders
+        without them, in one round trip.
 
-        A task whose arguments or `when` read facts fails to render here (StrictUndefined) and is
-        probed later at its turn; probes are cached by snippet text, so a snippet rendered here is
-        only ever used by a task that renders to the same text with the real facts.
+        Only the facts that the tasks' (and the play's handlers') templates name, through the
+        variables they use too, and that their operations declare (`reads_facts`) are gathered; a
+        task skipped by a `when` that needs no fact reads none. A task whose arguments or `when` read
+        facts fails to render here (StrictUndefined) and is probed later at its turn; probes are
+        cached by snippet text, so a snippet rendered here is only ever used by a task that renders
+        to the same text with the real facts.
         """
-        facts_probe = probe_script()
+        known = self.state.facts
+        wanted = self.facts_needed([*tasks, *self.play.handlers])
+        missing = wanted if known is None else frozenset() if known.gathered is None else \
+            None if wanted is None else wanted - known.gathered
+        facts_probe = probe_for(missing) if missing is None or missing else ""
         self.cache.fill(self.state.connection(), [facts_probe, *self.probe_ahead(tasks)])
-        self.state.facts = facts_from(self.cache.get(facts_probe), self.state.name)
+        if facts_probe:
+            gathered = facts_from(self.cache.get(facts_probe), self.state.name)
+            self.state.facts = gathered if known is None else known.merged(gathered)
+        elif known is None:
+            self.state.facts = HostFacts(gathered=frozenset())
+
+    def facts_needed(self, tasks: list[Task]) -> frozenset[str] | None:
+        """The HostFacts fields these tasks can read (None: all of them)."""
+        renderer = self.renderer()
+        fields: set[str] = set()
+        for task in tasks:
+            if task.when is not None and not self.may_run(task, renderer):
+                continue
+            values: list[Any] = [task.args, *(_as_template(w) for w in _conditions(task.when)),
+                                 *(_as_template(w) for w in _conditions(task.changed_when))]
+            if task.op == "template" and "src" in task.args:
+                source = self.template_source(task.args["src"])
+                if source is None:
+                    return None
+                values.append(source)
+            read = facts_read(self.env, values, self.host_vars)
+            if read is None:
+                return None
+            fields |= read | REGISTRY[task.op].reads_facts
+        return frozenset(fields & FACT_FIELDS)
+
+    def template_source(self, name: Any) -> str | None:
+        """A role template's text, to find the facts it reads ("" when there is none: the task fails
+        with its own error when it runs; None when the name is itself a template)."""
+        if not isinstance(name, str) or "{" in name or self.env.loader is None:
+            return None
+        try:
+            return self.env.loader.get_source(self.env, name)[0]
+        except jinja2.TemplateNotFound:
+            return ""
+
+    @staticmethod
+    def may_run(task: Task, renderer: Renderer) -> bool:
+        """False only when the task's `when` is false already without facts or later results."""
+        try:
+            return renderer.condition(task.when)
+        except (TemplateError, jinja2.TemplateError, ProvisionError):
+            return True
 
     def run_task(self, task: Task, following: list[Task]) -> bool:
         self.reporter.task_started(self.state.name, task.name)
@@ -213,11 +286,7 @@ class PlayOnHost:
         rendered = renderer.render(task.args)
         if task.op == "template" and "src" in rendered:
             rendered["content"] = renderer.render_file(rendered["src"])
-        try:
-            return op.Args.model_validate(rendered)
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or task.op}: {e['msg']}" for e in error.errors())
-            raise TaskFailed(f"invalid arguments for {task.op}: {problems}") from error
+        return op.arguments(rendered)
 
     def probe_ahead(self, following: list[Task]) -> list[str]:
         """Probe snippets of the tasks after this one that can be rendered now (best effort)."""
@@ -234,6 +303,8 @@ class PlayOnHost:
         return snippets
 
     def apply(self, op: Any, plan: Plan) -> ApplyResult:
+        from provision.ops.base import ApplyContext  # here: `up` connects before any operation is imported
+
         state = self.state
         context = ApplyContext(
             conn=state.connection(), facts=state.facts, host_name=state.name,
@@ -272,3 +343,22 @@ def _plain_data(result: dict[str, Any]) -> dict[str, Any]:
 def _reported(plan: Plan, applied: ApplyResult | None) -> Any:
     """What a reporting task found: its apply's result when it ran (a smoke check), else its plan's."""
     return applied.result if applied is not None and applied.result is not None else plan.result
+
+
+def _conditions(condition: str | list[str] | bool | None) -> list[str]:
+    """A `when`/`changed_when` as its list of expressions (a bool has none)."""
+    if isinstance(condition, str):
+        return [condition]
+    return [str(item) for item in condition] if isinstance(condition, list) else []
+
+
+def _as_template(expression: str) -> str:
+    text = expression.strip()
+    return text if text.startswith("{{") else "{{ " + text + " }}"
+
+
+def _same(before: list[Any], now: list[Any]) -> bool:
+    """The same objects (facts, then (name, result) pairs), in the same order."""
+    def identity(item: Any) -> Any:
+        return (item[0], id(item[1])) if isinstance(item, tuple) else id(item)
+    return len(before) == len(now) and all(identity(a) == identity(b) for a, b in zip(before, now, strict=True))

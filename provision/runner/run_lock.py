@@ -32,6 +32,7 @@ from typing import Any
 from provision import interrupt
 from provision.connection.base import Connection, LineStream
 from provision.errors import ProvisionError
+from provision.shell import parse_fields
 
 LOCK_DIR = "/var/lib/provision"
 ANSWER_TIMEOUT_S = 30.0
@@ -99,7 +100,7 @@ class Answer:
 
 def parse_answer(lines: list[str]) -> Answer:
     """`lock=taken` or `lock=held` + `holder=BASE64(JSON)`."""
-    fields = dict(line.partition("=")[::2] for line in lines if "=" in line)
+    fields = parse_fields("\n".join(lines))
     if fields.get("lock") == "taken":
         return Answer(True, {})
     if fields.get("lock") != "held":

@@ -25,6 +25,7 @@ from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
 from provision.settings.profiles import profile_layer
 
+MAX_CONNECTING = 64  # connections opened at once, a bound on threads and sockets, not on the hosts of a batch
 INTERRUPTED = "interrupted (Ctrl-C): no new task was started; the changes in flight finished"
 
 
@@ -139,7 +140,12 @@ class Runner:
             max_fail = play.max_fail_percentage
         for batch in batches(hosts, serial):
             if not interrupt.STOP.is_set():
-                with ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
+                # every host of the batch starts connecting at once (forks bound the work in flight, not
+                # the handshakes, which mostly wait on the network and the hosts)
+                with ThreadPoolExecutor(max_workers=min(len(batch), MAX_CONNECTING) or 1) as opener, \
+                        ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
+                    for host in batch:
+                        self.states[host.name].open_early(opener)
                     list(pool.map(lambda host: self.run_host(play, host, env), batch))
             if interrupt.STOP.is_set():
                 return INTERRUPTED

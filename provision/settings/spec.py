@@ -8,6 +8,7 @@ by exactly one role; a second declaration is an error, so each concept is writte
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,21 @@ def load_specs(roles_dirs: list[Path]) -> Specs:
     return Specs(options)
 
 
-def _read_spec_file(path: Path, role: str) -> list[Option]:
+def _read_spec_file(path: Path, role: str) -> tuple[Option, ...]:
+    """The file's declarations, read once per process while the file is unchanged (a command reads the
+    specs for its settings check and again with the playbook)."""
+    stat = path.stat()
+    return _parse_spec_file(path, role, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parse_spec_file(path: Path, role: str, mtime_ns: int, size: int) -> tuple[Option, ...]:
     doc = load_yaml_file(path)
     data = doc.data or {}
     if not isinstance(data, dict) or not isinstance(data.get("options") or {}, dict):
         raise InputError("expected `options:` mapping variable names to their declarations", path,
                          doc.value_line(()))
-    return _read_options(doc, ("options",), data.get("options") or {}, path, role)
+    return tuple(_read_options(doc, ("options",), data.get("options") or {}, path, role))
 
 
 def _read_options(doc: YamlDocument, at: tuple[str, ...], options: dict[Any, Any], path: Path,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from provision.shell import quote
 from provision.vllm.endpoint import Endpoint
-from provision.vllm.shell import quote
 from provision.vllm.stability import GateThresholds, SeriesStats, Verdict, gate, summarize
 
 PROMPT = ("Write a detailed, well-structured technical report on maintaining a fleet of office laptops "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from provision.vllm.shell import quote as shell_quote
+from provision.shell import quote as shell_quote
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from provision.shell import quote
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.release import Layout, Record, Release, describe_entry, sha256_text
-from provision.vllm.shell import quote
 
 LOCK = "/var/lib/provision/run.lock"
 GUARD_GRACE_S = 300  # beyond readiness and smoke: how long a silent controller is waited for

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from provision.errors import TaskFailed
+from provision.shell import parse_fields, quote
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.fatal import FatalLine, clean, find_fatal
-from provision.vllm.shell import quote
 
 LOG_LINES = 500  # a TP start prints a traceback per worker; the cause precedes them
 CHECK_TIMEOUT_S = 5
@@ -121,11 +121,7 @@ def parse_models(text: str) -> tuple[list[str] | None, str]:
 
 
 def parse_snapshot(output: str) -> Snapshot:
-    fields: dict[str, str] = {}
-    for line in output.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            fields[key.strip()] = value
+    fields = parse_fields(output)
     health = fields.get("health", "")
     models, models_error = (None, "")
     if "models" in fields:

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from provision.errors import CommandFailed, TaskFailed
+from provision.shell import parse_fields, quote
 from provision.vllm.argv import fingerprint
 from provision.vllm.readiness import StartMark
-from provision.vllm.shell import quote
 
 if TYPE_CHECKING:
     from provision.vllm.guard import UpgradeGuard
@@ -167,11 +167,7 @@ def _decode(value: str) -> str | None:
 
 
 def parse_live_state(output: str) -> LiveState:
-    fields: dict[str, str] = {}
-    for line in output.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            fields[key] = value
+    fields = parse_fields(output)
     if "probed" not in fields:
         raise TaskFailed(f"the service state probe printed nothing usable: {output.strip()[:200]!r}")
     return LiveState(
@@ -278,7 +274,7 @@ class Deployer:
         stop, swap the files in, daemon-reload, enable, start. Returns the journal mark of the start."""
         output = self.run(activate_script(self.layout, release_id, staged=release is not None),
                           stage_payload(release) if release is not None else None)
-        fields = dict(line.partition("=")[::2] for line in output.splitlines() if "=" in line)
+        fields = parse_fields(output)
         restarts = fields.get("restarts", "")
         return StartMark(cursor=fields.get("cursor", ""), since=int(fields.get("since") or 0),
                          restarts=int(restarts) if restarts.isdigit() else 0)

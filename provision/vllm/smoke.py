@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.errors import TaskFailed
+from provision.shell import field_value, quote
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.png import data_uri, red_gradient_png
-from provision.vllm.shell import quote
 
 SANE_FINISH_REASONS = ("stop", "length")
 TEXT_PROMPT = "In one short sentence: what is a GPU used for?"
@@ -112,24 +112,16 @@ def smoke_payload(bodies: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(body, separators=(",", ":")) + "\n" for body in bodies).encode()
 
 
-def _field(output: str, key: str) -> str:
-    for line in output.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name == key:
-            return value
-    return ""
-
-
 def judge_answer(name: str, output: str, expect: str | None = None) -> CheckResult:
     """Judge one check's `NAME_*` fields: HTTP 200, a non-empty answer, a sane finish reason, and
     (for vision) the expected word in the answer."""
-    status = _field(output, f"{name}_status")
+    status = field_value(output, f"{name}_status")
     try:
-        seconds = float(_field(output, f"{name}_time") or 0)
+        seconds = float(field_value(output, f"{name}_time") or 0)
     except ValueError:
         seconds = 0.0
     try:
-        body = base64.b64decode(_field(output, f"{name}_body"), validate=True).decode(errors="replace")
+        body = base64.b64decode(field_value(output, f"{name}_body"), validate=True).decode(errors="replace")
     except (binascii.Error, ValueError):
         body = ""
     if status != "200":

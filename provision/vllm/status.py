@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.shell import quote
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.release import Layout, Record, describe_entry, option_values
-from provision.vllm.shell import quote
 from provision.vllm.startup_log import StartupMemory, shortfalls
 
 METRIC = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>[-+0-9.eEnaNif]+)')

@@ -13,7 +13,8 @@ from typing import Any
 
 from provision.connection.base import RunResult, checked, wrap_script
 from provision.ops import REGISTRY
-from provision.ops.base import ApplyContext, Command, Plan
+from provision.ops.base import ApplyContext, Plan
+from provision.shell import Command
 
 
 def facts(**overrides: Any) -> Any:

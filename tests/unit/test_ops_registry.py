@@ -4,6 +4,7 @@ into the runner's shared `set +e` script (parses, cannot exit it, does not eat i
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 from pydantic import ValidationError
@@ -65,3 +66,32 @@ def test_probe_is_safe_inside_the_shared_script(name: str) -> None:
     done = subprocess.run(["bash", "-c", script], input="@@stdin-kept\n", capture_output=True, text=True,
                           timeout=30, check=False)
     assert done.stdout.endswith("@@after\n@@stdin-kept\n"), done.stdout
+
+
+def test_every_entry_of_the_name_table_imports_and_registers_exactly_its_names() -> None:
+    """The lazy table (provision/ops/__init__.py) and the modules' `@register`s agree: no operation a
+    module registers is missing from the table, and no entry names a module that does not define it."""
+    import importlib
+    import pkgutil
+
+    import provision.ops
+    import provision.vllm.ops
+    from provision.ops import OPERATION_MODULES
+    from provision.ops.base import REGISTERED, Operation
+
+    for package in (provision.ops, provision.vllm.ops):
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    by_module = {name: type(op).__module__ for name, op in REGISTERED.items()}
+    assert by_module == OPERATION_MODULES
+    assert all(isinstance(REGISTRY[name], Operation) and REGISTRY[name].name == name for name in OPERATION_MODULES)
+
+
+def test_looking_an_operation_up_imports_only_its_module() -> None:
+    """A fresh interpreter: the table's names are known without importing any operation; one lookup
+    imports that operation's module and not the others."""
+    code = ("import sys; from provision.ops import REGISTRY; assert 'apt' in REGISTRY;"
+            "assert not [m for m in sys.modules if m.startswith('provision.ops.') or m == 'pydantic'];"
+            "REGISTRY['systemd']; assert 'provision.ops.systemd' in sys.modules;"
+            "assert 'provision.ops.apt' not in sys.modules and 'provision.vllm.ops.vllm_release' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

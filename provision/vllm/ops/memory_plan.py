@@ -44,6 +44,7 @@ class MemoryPlan(Operation):
     name = "memory_plan"
     Args = Args
     reports = True
+    reads_facts = frozenset({"gpus", "pci_gpus"})  # identify_gpu
 
     def plan(self, args: Args, facts: HostFacts, state: str) -> Plan:
         try:

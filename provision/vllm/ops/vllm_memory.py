@@ -11,10 +11,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from provision.ops.base import Command, OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
+from provision.shell import Command, field_value, quote
 from provision.vllm.release import Record
-from provision.vllm.shell import quote
 from provision.vllm.startup_log import JOURNAL_FILTER, parse_startup_memory, planned_vs_actual, shortfalls
 
 # every memory line of one start (TP ranks repeat some; v0.21 prints concurrency on its own line)
@@ -25,11 +25,6 @@ class VllmMemoryArgs(OpArgs):
     name: str = "vllm"
     state_dir: AbsolutePath = "/var/lib/provision/vllm"
     planned: dict[str, Any] = {}
-
-
-def _field(output: str, key: str) -> str:
-    prefix = f"{key}="
-    return next((line[len(prefix):] for line in output.splitlines() if line.startswith(prefix)), "")
 
 
 @register
@@ -48,11 +43,11 @@ class VllmMemoryOperation(Operation):
                 "true")
 
     def plan(self, args: VllmMemoryArgs, facts: Any, state: str) -> Plan:
-        log = base64.b64decode(_field(state, "log") or b"").decode(errors="replace")
+        log = base64.b64decode(field_value(state, "log") or b"").decode(errors="replace")
         actual = parse_startup_memory(log)
         warnings = shortfalls(args.planned, actual)
         summary = "; ".join([planned_vs_actual(args.planned, actual), *(f"WARNING: {w}" for w in warnings)])
-        record_text = base64.b64decode(_field(state, "record") or b"").decode(errors="replace")
+        record_text = base64.b64decode(field_value(state, "record") or b"").decode(errors="replace")
         record = Record.parse(record_text)
         figures = actual.as_dict()
         planned = {key: args.planned.get(key) for key in ("kv_available_gib", "full_sequences")}

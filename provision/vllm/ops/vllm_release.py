@@ -20,9 +20,10 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from provision.ops.base import ApplyContext, ApplyResult, Command, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, Operation, Plan, register
 from provision.ops.scripting import probe_block, text_diff
 from provision.secrets import Secret
+from provision.shell import Command
 from provision.vllm.argv import FlagError, serve_arguments
 from provision.vllm.checks import host_runner
 from provision.vllm.guard import UpgradeGuard

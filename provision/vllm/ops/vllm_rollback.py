@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Command, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, Operation, Plan, register
 from provision.ops.scripting import probe_block
+from provision.shell import Command
 from provision.vllm.checks import host_runner
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
 from provision.vllm.release import Deployer, Record, describe_entry, parse_live_state, state_probe

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from provision.ops.base import ApplyContext, ApplyResult, Command, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, Operation, Plan, register
+from provision.shell import Command
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_running
 
 
