@@ -59,6 +59,7 @@ class LabHost:
     ports: dict[int, int]
     allowed: list[str] = field(default_factory=list)  # addresses the egress filter lets through
     binds: list[Bind] = field(default_factory=list)
+    image: str = IMAGE  # the Debian release it runs (tests.lab.image.image_name)
 
     @property
     def ssh_port(self) -> int:
@@ -108,7 +109,7 @@ class LabHost:
         )
         host_config["MaskedPaths"] = host_config["ReadonlyPaths"] = []  # systempaths=unconfined
         created = api.create_container(
-            IMAGE, name=self.container_name, hostname=self.name, host_config=host_config,
+            self.image, name=self.container_name, hostname=self.name, host_config=host_config,
             stop_signal="SIGRTMIN+3", labels={LABEL_LAB: str(lab_dir), "provision-lab.host": self.name},
         )
         api.put_archive(created["Id"], "/", _authorized_keys_tar(public_key))

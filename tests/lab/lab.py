@@ -88,14 +88,16 @@ class Lab:
             return list(pool.map(lambda _: self.new_host(prefix=prefix, **options), range(n)))
 
     def new_host(self, name: str | None = None, *, prefix: str = "lab", binds: Sequence[Bind] = (),
-                 extra_ports: Sequence[int] = ()) -> LabHost:
+                 extra_ports: Sequence[int] = (), suite: str = "bookworm") -> LabHost:
         """A fresh host, reachable over SSH when this returns.
 
         `binds` mount this machine's files into the host (e.g. a simulated device's sysfs folder);
-        `extra_ports` are guest ports to forward from 127.0.0.1 too (`host.port(guest)` says where).
+        `extra_ports` are guest ports to forward from 127.0.0.1 too (`host.port(guest)` says where);
+        `suite` is the Debian release it runs (bookworm, or trixie: its image is made on first use).
         """
+        image = ensure_image(docker_client(), self.log, suite)
         for attempt in (1, 2):
-            host = self._reserve(name, prefix, list(binds), list(extra_ports))
+            host = self._reserve(name, prefix, list(binds), list(extra_ports), image)
             host.create(self.dir, self.key_file.with_suffix(".pub").read_text())
             try:
                 host.wait_for_ssh()
@@ -141,7 +143,8 @@ class Lab:
         path.write_text(render_inventory(((h.name, h.ssh_port) for h in hosts), variables))
         return path
 
-    def _reserve(self, name: str | None, prefix: str, binds: list[Bind], extra_ports: list[int]) -> LabHost:
+    def _reserve(self, name: str | None, prefix: str, binds: list[Bind], extra_ports: list[int],
+                 image: str) -> LabHost:
         """Pick a name and free ports and record them on disk, so parallel starts never share one."""
         with self._reserving:
             hosts_dir = self.dir / "hosts"
@@ -155,7 +158,7 @@ class Lab:
             for guest_port in extra_ports:
                 ports[guest_port] = net.free_port(FIRST_EXTRA_PORT, taken | set(ports.values()))
             host = LabHost(name=name, container_name=f"plab-{self.id}-{name}", dir=hosts_dir / name,
-                           ports=ports, allowed=self._archive_addresses(), binds=binds)
+                           ports=ports, allowed=self._archive_addresses(), binds=binds, image=image)
             host.save()
             return host
 
