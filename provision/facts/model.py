@@ -9,7 +9,7 @@ Sequences are tuples (lists given to the constructor are turned into tuples) so 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
 SecureBootState = Literal["enabled", "disabled", "unknown"]
@@ -156,11 +156,17 @@ class HostFacts:
     prime_profile: str | None = None
     cloud_init: bool = False
     dpkg_locked: bool = False
+    # derived, not probed: installed kernels that would boot without the driver in use (no NVIDIA
+    # module built or packaged for them); empty when no driver answers. Preflight and `provision
+    # status` both report these.
+    kernels_without_nvidia_module: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         for name in ("disks", "pci_gpus", "gpus", "gpu_memory_used_mib", "gpu_processes", "nvidia_packages",
                      "kernel_packages", "nvidia_apt_sources", "kernel_modules", "sessions"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        missing = tuple(k.kernel for k in self.kernel_modules if not k.nvidia) if self.nvidia_smi_ok else ()
+        object.__setattr__(self, "kernels_without_nvidia_module", missing)
 
     @classmethod
     def empty(cls) -> HostFacts:
