@@ -4,7 +4,11 @@ initialize NVML: Unknown Error"). On a Debian 13 laptop (docker.io 26) the GPU s
 CDI; on Debian 12 (docker.io 20.10) with the legacy hook and docker's cgroupfs driver. In both, a
 container started before a daemon-reload still lists the GPU after it, and the role's own check
 (which runs a daemon-reload) passes; the old setup (`--gpus all` under systemd's cgroup management)
-loses the GPU exactly as the real one does."""
+loses the GPU exactly as the real one does.
+
+The same laptop has someone logged in (a real logind session, opened through PAM as a login does):
+the run changes the lid settings and must leave that session alive (systemd-logind reloaded, never
+restarted while a session is open: systemd/systemd#17308)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,11 @@ from tests.standins.nvidia import HostTraits
 
 pytestmark = pytest.mark.lab
 
-STACK = "preflight,nvidia_driver,docker,container_toolkit"
+STACK = "preflight,nvidia_driver,docker,container_toolkit,host_tuning"
+# a laptop's desktop install has pam_systemd (the lab image is minbase); then a PAM "login" session
+LOG_IN = ("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpam-systemd >/dev/null 2>&1 && "
+          "systemd-run --uid=1000 -p PAMName=login --unit=desk-session sleep infinity >/dev/null 2>&1 && sleep 1 && "
+          "loginctl list-sessions --no-legend | awk '$3 == \"deploy\" { print $1 }' | sort")
 LOST = "Failed to initialize NVML: Unknown Error"
 
 
@@ -44,9 +52,13 @@ def trixie(gpu_host, gpu_inventory, gpu_check_image, tmp_path_factory):
     host = gpu_host(HostTraits(nouveau_at_boot=False), prefix="trixie", suite="trixie")
     # the stand-in CUDA key is the lab's own (no SHA-1 binding): the Debian 13 escape of preflight holds
     inventory = gpu_inventory(tmp / "inventory.yaml", [host], nvidia_debian13_sha1_ok=True)
+    rc, sessions = sh(host, f"apt-get update -qq && {LOG_IN}")
+    assert rc == 0 and sessions, f"no logind session: {sessions}"
+    logind_pid = sh(host, "systemctl show -p MainPID --value systemd-logind")[1]
     first = provision("up", str(inventory), "--tags", STACK, json_path=tmp / "first.json")
     second = provision("up", str(inventory), "--tags", STACK, json_path=tmp / "second.json")
-    return {"host": host, "first": first, "second": second, "image": gpu_check_image}
+    return {"host": host, "first": first, "second": second, "image": gpu_check_image, "sessions": sessions,
+            "logind_pid": logind_pid}
 
 
 def test_debian13_converges_with_cdi(trixie):
@@ -77,3 +89,14 @@ def test_the_legacy_hook_under_systemd_loses_the_gpu_at_a_daemon_reload(trixie):
     assert before.startswith("GPU 0:") and after == LOST
     rc, output = sh(trixie["host"], f"/usr/local/sbin/provision-gpu-in-container-check {trixie['image']} --gpus all")
     assert rc != 0 and output.splitlines()[-1] == LOST
+
+
+def test_the_logged_in_session_survives_up(trixie):
+    host, first = trixie["host"], trixie["first"]
+    tasks = {task["name"]: task for task in first.host(host.name)["tasks"]}
+    assert "HandleLidSwitch=ignore" in sh(host, "cat /etc/systemd/logind.conf.d/provision.conf")[1]
+    assert "restarted" not in tasks["systemd-logind reloads its settings"]["summary"].replace("no restart", "")
+    after = sh(host, "loginctl list-sessions --no-legend | awk '$3 == \"deploy\" { print $1 }' | sort")[1]
+    assert after == trixie["sessions"]  # the same sessions, still open
+    assert sh(host, "systemctl is-active desk-session")[1] == "active"
+    assert sh(host, "systemctl show -p MainPID --value systemd-logind")[1] == trixie["logind_pid"]  # never restarted
