@@ -240,6 +240,7 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
         "last_failed_upgrade": describe_failure(status.last_failed) or None,
         "health": status.health, "tokens_per_s": status.tokens_per_s, "running": status.running,
         "waiting": status.waiting, "kv_cache_percent": status.kv_cache_percent, "problems": status.problems,
+        "kernels_without_nvidia_module": list(facts.kernels_without_nvidia_module),
         **memory_found(status.release),
     }
 
@@ -299,6 +300,15 @@ def memory_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
     return lines
 
 
+def kernel_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
+    """A warning per host with an installed kernel that would boot without the GPU driver (the same
+    fact preflight reports: HostFacts.kernels_without_nvidia_module)."""
+    return [Text(f"WARNING {name}: no NVIDIA module for kernel(s) {', '.join(kernels)}: booting "
+                 f"{'it' if len(kernels) == 1 else 'one of them'} leaves the host without a GPU driver",
+                 style="yellow")
+            for name, row in rows.items() if (kernels := row.get("kernels_without_nvidia_module"))]
+
+
 def wanted_images(args: argparse.Namespace, hosts: list[Host]) -> dict[str, str]:
     """Each host's `vllm_image` as the inventory (and -e) set it."""
     play = serving_play(plays_of(args), playbook_of(args))
@@ -319,7 +329,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
         console.print_json(json.dumps(rows, default=str))
     else:
         console.print(status_table(rows))
-        for line in memory_lines(rows):
+        for line in [*memory_lines(rows), *kernel_lines(rows)]:
             console.print(line)
         if caches:
             console.print(cache_table(caches))

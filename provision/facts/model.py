@@ -158,6 +158,10 @@ class HostFacts:
     prime_profile: str | None = None
     cloud_init: bool = False
     dpkg_locked: bool = False
+    # derived, not probed: installed kernels that would boot without the driver in use (no NVIDIA
+    # module built or packaged for them); empty when no driver answers. Preflight and `provision
+    # status` both report these.
+    kernels_without_nvidia_module: tuple[str, ...] = field(init=False, default=())
     # the fields this probe read (None: all of them); reading another one raises FactNotGathered
     gathered: frozenset[str] | None = field(default=None, compare=False)
 
@@ -165,6 +169,10 @@ class HostFacts:
         for name in ("disks", "pci_gpus", "gpus", "gpu_memory_used_mib", "gpu_processes", "nvidia_packages",
                      "kernel_packages", "nvidia_apt_sources", "kernel_modules", "sessions"):
             object.__setattr__(self, name, tuple(object.__getattribute__(self, name)))
+        gathered = object.__getattribute__(self, "gathered")
+        if gathered is None or {"kernel_modules", "nvidia_smi_ok"} <= gathered:
+            missing = tuple(k.kernel for k in self.kernel_modules if not k.nvidia) if self.nvidia_smi_ok else ()
+            object.__setattr__(self, "kernels_without_nvidia_module", missing)
 
     def __getattribute__(self, name: str) -> Any:
         gathered = object.__getattribute__(self, "gathered")
@@ -186,8 +194,9 @@ class HostFacts:
         mine, theirs = object.__getattribute__(self, "gathered"), object.__getattribute__(more, "gathered")
         if mine is None:
             return self
-        values = {name: object.__getattribute__(self, name) for name in self.known_fields()}
-        values.update({name: object.__getattribute__(more, name) for name in more.known_fields()})
+        values = {name: object.__getattribute__(self, name) for name in self.known_fields() if name in INIT_FIELDS}
+        values.update({name: object.__getattribute__(more, name) for name in more.known_fields()
+                       if name in INIT_FIELDS})
         return HostFacts(**values, gathered=None if theirs is None else mine | theirs)
 
     @classmethod
@@ -220,3 +229,5 @@ def _plain(value: Any) -> Any:
 
 #: the fact fields of HostFacts (everything but the bookkeeping of which were gathered)
 FACT_FIELDS = frozenset(f.name for f in fields(HostFacts) if f.name != "gathered")
+#: the fields a probe sets (the others are derived from them in __post_init__)
+INIT_FIELDS = frozenset(f.name for f in fields(HostFacts) if f.init and f.name != "gathered")

@@ -38,6 +38,7 @@ FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
     "nvidia_runfile": ("nvidia-packages",),
     "nvidia_apt_sources": ("apt-sources",),
     "kernel_modules": ("kernel-modules",),
+    "kernels_without_nvidia_module": (*SMI, "kernel-modules"),  # derived from the two above
     "driver_version": (*SMI, "nvidia-module-version", "nvidia-proc-version"),
     "loaded_module_version": ("nvidia-module-version",),
     "open_kernel_module": ("nvidia-proc-version",),

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 #: operation name -> the module whose `@register` defines it (product operations included)
 OPERATION_MODULES: dict[str, str] = {
     "apt": "provision.ops.apt",
+    "apt_components": "provision.ops.apt_components",
     "apt_repository": "provision.ops.apt_repository",
     "bundle_copy": "provision.ops.bundle_copy",
     "command": "provision.ops.command",

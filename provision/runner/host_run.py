@@ -165,7 +165,7 @@ class PlayOnHost:
         """The facts these tasks read that are not known yet, and the state of every task that renders
         without them, in one round trip.
 
-        Only the facts that the tasks' (and the play's handlers') templates name, through the
+        Only the facts that the tasks' (and the handlers they notify) templates name, through the
         variables they use too, and that their operations declare (`reads_facts`) are gathered; a
         task skipped by a `when` that needs no fact reads none. A task whose arguments or `when` read
         facts fails to render here (StrictUndefined) and is probed later at its turn; probes are
@@ -173,7 +173,7 @@ class PlayOnHost:
         to the same text with the real facts.
         """
         known = self.state.facts
-        wanted = self.facts_needed([*tasks, *self.play.handlers])
+        wanted = self.facts_needed([*tasks, *self.handlers_notifiable_by(tasks)])
         missing = wanted if known is None else frozenset() if known.gathered is None else \
             None if wanted is None else wanted - known.gathered
         facts_probe = probe_for(missing) if missing is None or missing else ""
@@ -183,6 +183,11 @@ class PlayOnHost:
             self.state.facts = gathered if known is None else known.merged(gathered)
         elif known is None:
             self.state.facts = HostFacts(gathered=frozenset())
+
+    def handlers_notifiable_by(self, tasks: list[Task]) -> list[Task]:
+        """The play's handlers that these tasks may notify (the only ones that can run after them)."""
+        names = {name for task in tasks for name in task.notify}
+        return [handler for handler in self.play.handlers if handler.name in names]
 
     def facts_needed(self, tasks: list[Task]) -> frozenset[str] | None:
         """The HostFacts fields these tasks can read (None: all of them)."""

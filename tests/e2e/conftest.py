@@ -44,11 +44,12 @@ def gpu_check_image(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def gpu_host(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., LabHost]:
-    """`gpu_host(traits, prefix=...)`: a fresh lab host with the simulated hardware of `traits`
-    (an RTX 5090 Laptop by default). Traits that act at boot (nouveau) are applied as a boot would."""
-    def make(traits: HostTraits | None = None, prefix: str = "gpu") -> LabHost:
+    """`gpu_host(traits, prefix=..., suite=...)`: a fresh lab host (Debian `suite`) with the simulated
+    hardware of `traits` (an RTX 5090 Laptop by default). Traits that act at boot (nouveau) are applied
+    as a boot would."""
+    def make(traits: HostTraits | None = None, prefix: str = "gpu", suite: str = "bookworm") -> LabHost:
         traits = traits or HostTraits()
-        host = gpu_laptop(lab, tmp_path_factory.mktemp(f"{prefix}-traits"), traits, prefix)
+        host = gpu_laptop(lab, tmp_path_factory.mktemp(f"{prefix}-traits"), traits, prefix, suite)
         if traits.nouveau_at_boot:  # written after this boot: do what the next boot would
             rc, out = host.exec("systemctl daemon-reload && systemctl start standin-nouveau.service && "
                                 "test -d /sys/module/nouveau")

@@ -60,6 +60,7 @@ class LabHost:
     allowed: list[str] = field(default_factory=list)  # addresses the egress filter lets through
     binds: list[Bind] = field(default_factory=list)
     ssh_only: bool = False  # the egress filter lets out only the SSH server's replies (a site with no internet)
+    image: str = IMAGE  # the Debian release it runs (tests.lab.image.image_name)
 
     @property
     def ssh_port(self) -> int:
@@ -109,7 +110,7 @@ class LabHost:
         )
         host_config["MaskedPaths"] = host_config["ReadonlyPaths"] = []  # systempaths=unconfined
         created = api.create_container(
-            IMAGE, name=self.container_name, hostname=self.name, host_config=host_config,
+            self.image, name=self.container_name, hostname=self.name, host_config=host_config,
             stop_signal="SIGRTMIN+3", labels={LABEL_LAB: str(lab_dir), "provision-lab.host": self.name},
         )
         api.put_archive(created["Id"], "/", _authorized_keys_tar(public_key))

@@ -1,6 +1,7 @@
-"""The lab hosts' base image: Debian bookworm booting systemd, with sshd, apt and sudo.
+"""The lab hosts' base images: Debian booting systemd, with sshd, apt and sudo.
 
-`ensure_image()` makes `provision-lab/bookworm-systemd:latest` exist, cheapest way first: the image
+`ensure_image()` makes `provision-lab/bookworm-systemd:latest` exist (`ensure_image(suite="trixie")`
+the Debian 13 one: its docker.io 26 reads CDI specs), cheapest way first: the image
 already in docker > a cached `docker save | zstd` tarball > a build from debootstrap (about 80 s).
 The cache file name carries a stamp of the recipe (this file, the `rootfs/` overlay and the apt
 sources), so changing any of them builds a new image instead of loading a stale one.
@@ -25,6 +26,7 @@ import docker.errors
 
 from tests.lab import mirror
 
+SUITES = ("bookworm", "trixie")
 IMAGE_REPO = "provision-lab/bookworm-systemd"
 IMAGE = f"{IMAGE_REPO}:latest"
 DEPLOY_UID = 1000
@@ -62,14 +64,22 @@ def recipe_stamp(sources_text: str) -> str:
     return digest.hexdigest()[:12]
 
 
-def ensure_image(client: docker.DockerClient | None = None, log: Log = print) -> str:
-    """Make `IMAGE` exist in docker and return its name."""
+def image_name(suite: str = "bookworm") -> str:
+    """The lab image of a Debian suite: `provision-lab/<suite>-systemd:latest`."""
+    return f"provision-lab/{suite}-systemd:latest"
+
+
+def ensure_image(client: docker.DockerClient | None = None, log: Log = print, suite: str = "bookworm") -> str:
+    """Make the lab image of `suite` (one of SUITES) exist in docker and return its name."""
+    if suite not in SUITES:
+        raise ValueError(f"no lab image for Debian {suite!r}: one of {', '.join(SUITES)}")
     client = client or docker.from_env()
-    sources = mirror.debian_sources(mirror.machine_sources())
+    sources = mirror.for_suite(mirror.debian_sources(mirror.machine_sources()), suite)
     sources_text = mirror.render_deb822(sources)
     stamp = recipe_stamp(sources_text)
-    stamped = f"{IMAGE_REPO}:{stamp}"
-    tarball = cache_dir() / f"bookworm-systemd-{stamp}.tar.zst"
+    image_repo = image_name(suite).rsplit(":", 1)[0]
+    stamped = f"{image_repo}:{stamp}"
+    tarball = cache_dir() / f"{suite}-systemd-{stamp}.tar.zst"
     cache_dir().mkdir(parents=True, exist_ok=True)
     with open(cache_dir() / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two labs starting at once build (or load) only once
@@ -81,22 +91,23 @@ def ensure_image(client: docker.DockerClient | None = None, log: Log = print) ->
                 _load(client, tarball)
             else:
                 log(f"building {stamped} with debootstrap (about 80 s; log in {cache_dir() / 'build.log'})")
-                _build(client, stamped, sources, sources_text)
-                _save(client, stamped, tarball)
-        client.images.get(stamped).tag(IMAGE_REPO, "latest")
-    return IMAGE
+                _build(client, stamped, suite, sources, sources_text)
+                _save(client, stamped, tarball, suite)
+        client.images.get(stamped).tag(image_repo, "latest")
+    return image_name(suite)
 
 
-def _build(client: docker.DockerClient, tag: str, sources: list[mirror.AptSource], sources_text: str) -> None:
+def _build(client: docker.DockerClient, tag: str, suite: str, sources: list[mirror.AptSource],
+           sources_text: str) -> None:
     work = cache_dir() / "build"
     rootfs = work / "rootfs"
     shutil.rmtree(work, ignore_errors=True)
-    (cache_dir() / "debs").mkdir(exist_ok=True)
+    (cache_dir() / "debs" / suite).mkdir(parents=True, exist_ok=True)
     rootfs.mkdir(parents=True)
     with open(cache_dir() / "build.log", "w") as build_log:
         subprocess.run(
             ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-             f"--cache-dir={cache_dir() / 'debs'}", "bookworm", str(rootfs), mirror.main_mirror(sources)],
+             f"--cache-dir={cache_dir() / 'debs' / suite}", suite, str(rootfs), mirror.main_mirror(sources)],
             check=True, stdout=build_log, stderr=subprocess.STDOUT,
         )
         _customise(rootfs, sources_text, build_log)
@@ -150,7 +161,7 @@ def _chunks(stream: IO[bytes], size: int = 1 << 20) -> Iterator[bytes]:
     yield from iter(lambda: stream.read(size), b"")
 
 
-def _save(client: docker.DockerClient, tag: str, tarball: Path) -> None:
+def _save(client: docker.DockerClient, tag: str, tarball: Path, suite: str) -> None:
     tarball.parent.mkdir(parents=True, exist_ok=True)
     partial = tarball.with_suffix(".partial")
     with open(partial, "wb") as out:
@@ -162,7 +173,7 @@ def _save(client: docker.DockerClient, tag: str, tarball: Path) -> None:
         if zstd.wait() != 0:
             raise RuntimeError(f"zstd failed writing {partial}")
     partial.rename(tarball)
-    for stale in tarball.parent.glob("bookworm-systemd-*.tar.zst"):  # images of older recipes
+    for stale in tarball.parent.glob(f"{suite}-systemd-*.tar.zst"):  # images of older recipes
         if stale != tarball:
             stale.unlink()
 

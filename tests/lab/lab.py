@@ -88,16 +88,18 @@ class Lab:
             return list(pool.map(lambda _: self.new_host(prefix=prefix, **options), range(n)))
 
     def new_host(self, name: str | None = None, *, prefix: str = "lab", binds: Sequence[Bind] = (),
-                 extra_ports: Sequence[int] = (), offline: bool = False) -> LabHost:
+                 extra_ports: Sequence[int] = (), offline: bool = False, suite: str = "bookworm") -> LabHost:
         """A fresh host, reachable over SSH when this returns.
 
         `binds` mount this machine's files into the host (e.g. a simulated device's sysfs folder);
         `extra_ports` are guest ports to forward from 127.0.0.1 too (`host.port(guest)` says where);
         `offline`: its egress filter lets out nothing but its SSH server's replies (no archive, no
-        registry, no hub, no DNS).
+        registry, no hub, no DNS); `suite` is the Debian release it runs (bookworm, or trixie: its
+        image is made on first use).
         """
+        image = ensure_image(docker_client(), self.log, suite)
         for attempt in (1, 2):
-            host = self._reserve(name, prefix, list(binds), list(extra_ports), offline)
+            host = self._reserve(name, prefix, list(binds), list(extra_ports), image, offline)
             host.create(self.dir, self.key_file.with_suffix(".pub").read_text())
             try:
                 host.wait_for_ssh()
@@ -144,7 +146,7 @@ class Lab:
         return path
 
     def _reserve(self, name: str | None, prefix: str, binds: list[Bind], extra_ports: list[int],
-                 offline: bool = False) -> LabHost:
+                 image: str, offline: bool = False) -> LabHost:
         """Pick a name and free ports and record them on disk, so parallel starts never share one."""
         with self._reserving:
             hosts_dir = self.dir / "hosts"
@@ -159,7 +161,7 @@ class Lab:
                 ports[guest_port] = net.free_port(FIRST_EXTRA_PORT, taken | set(ports.values()))
             host = LabHost(name=name, container_name=f"plab-{self.id}-{name}", dir=hosts_dir / name,
                            ports=ports, allowed=[] if offline else self._archive_addresses(), binds=binds,
-                           ssh_only=offline)
+                           ssh_only=offline, image=image)
             host.save()
             return host
 

@@ -51,10 +51,11 @@ def check_image(lab: Lab, workdir: Path) -> str:
     return lab.registry.push(f"provision-test/{CHECK_IMAGE}", CHECK_IMAGE)
 
 
-def gpu_laptop(lab: Lab, workdir: Path, traits: HostTraits, prefix: str = "laptop") -> LabHost:
-    """A fresh lab host with the simulated hardware of `traits` written in before its first use."""
+def gpu_laptop(lab: Lab, workdir: Path, traits: HostTraits, prefix: str = "laptop",
+               suite: str = "bookworm") -> LabHost:
+    """A fresh lab host (Debian `suite`) with the simulated hardware of `traits` written in before its first use."""
     binds = [Bind(str(m.source), m.target, m.read_only) for m in host_traits_mounts(traits, workdir)]
-    host = lab.new_host(prefix=prefix, binds=binds)
+    host = lab.new_host(prefix=prefix, binds=binds, suite=suite)
     for item in host_traits_files(traits):
         data = base64.b64encode(item.content).decode()
         path = shlex.quote(item.path)

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 APT_DIR = Path("/etc/apt")
+DEBIAN_CODENAMES = ("bookworm", "trixie")
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,20 @@ def debian_sources(sources: list[AptSource]) -> list[AptSource]:
     return [s for s in sources if any(suite.startswith("bookworm") for suite in s.suites)]
 
 
+def for_suite(sources: list[AptSource], suite: str) -> list[AptSource]:
+    """The same archives for another Debian release: `bookworm-updates` becomes `trixie-updates`."""
+    return [AptSource(s.uri, tuple(suite + name.removeprefix("bookworm") for name in s.suites), s.components)
+            for s in sources]
+
+
 def main_mirror(sources: list[AptSource]) -> str:
     """The archive debootstrap bootstraps from: the first Debian entry that is not the security one."""
-    for source in debian_sources(sources):
+    for source in sources:
+        if not any(suite.startswith(DEBIAN_CODENAMES) for suite in source.suites):
+            continue
         if not any(suite.endswith("-security") for suite in source.suites):
             return source.uri
-    raise RuntimeError(f"no Debian bookworm archive found in {APT_DIR}/sources.list.d (needed by the lab)")
+    raise RuntimeError(f"no Debian archive found in {APT_DIR}/sources.list.d (needed by the lab)")
 
 
 def render_deb822(sources: list[AptSource]) -> str:

@@ -66,7 +66,8 @@ def needed(tags: frozenset[str], **variables: Any) -> frozenset[str] | None:
     options = RunOptions(tags=tags)
     on_host = PlayOnHost(play, HostState("h", connect=lambda: None), {**play.role_defaults, **variables},
                          make_environment(play.template_dirs), options, SilentReporter(), None)
-    return on_host.facts_needed([*[t for t in play.tasks if options.selects(t)], *play.handlers])
+    tasks = [t for t in play.tasks if options.selects(t)]
+    return on_host.facts_needed([*tasks, *on_host.handlers_notifiable_by(tasks)])
 
 
 def test_the_docker_role_reads_no_fact_unless_it_adds_docker_s_own_repository() -> None:

@@ -14,6 +14,7 @@ from tests.unit.ops_support import assert_bash_parses, make_args
 
 SAMPLES = {
     "apt": {"name": ["curl"], "hold": True},
+    "apt_components": {"path": "/nonexistent/sources.list", "components": ["contrib"]},
     "apt_repository": {"name": "x", "uris": ["https://example.invalid/debian"], "suites": ["bookworm"],
                        "components": ["main"], "key_url": "https://example.invalid/key"},
     "bundle_copy": {"source": "/nonexistent/bundle", "dest": "/nonexistent/dest",

@@ -99,11 +99,11 @@ def test_nvidia_ctk_runs_only_while_daemon_json_lacks_the_nvidia_runtime(tmp_pat
 def test_the_gpu_in_a_container_is_checked_once_per_run() -> None:
     quiet = render_tasks(facts(FRESH_DEBIAN), container_toolkit_check_image="10.0.2.2:5000/check:1")
     assert quiet["a container sees the GPU"].args.cmd == (
-        "docker run --rm --gpus all '10.0.2.2:5000/check:1' nvidia-smi -L")
+        "/usr/local/sbin/provision-gpu-in-container-check '10.0.2.2:5000/check:1' --gpus all")
     changed = {"container_toolkit_installed": {"changed": True}, "container_toolkit_runtime": {"changed": False}}
     assert render_tasks(facts(FRESH_DEBIAN), registered=changed)["a container sees the GPU"].skipped
     handler = render_tasks(facts(FRESH_DEBIAN), handlers=True)["a container sees the GPU after the restart"]
-    assert handler.args.cmd == "docker run --rm --gpus all 'ubuntu:24.04' nvidia-smi -L"
+    assert handler.args.cmd == "/usr/local/sbin/provision-gpu-in-container-check 'ubuntu:24.04' --gpus all"
 
 
 def test_host_tuning_items_and_their_switches() -> None:

@@ -104,6 +104,26 @@ def test_hook_configures_gpu_containers_only(host: StandinRoot, tmp_path: Path) 
         "--pid=4242", f"{bundle}/rootfs"]
 
 
+def test_hook_marks_its_containers_with_the_reload_stamp_unless_docker_runs_cgroupfs(
+        host: StandinRoot, tmp_path: Path) -> None:
+    """NVIDIA/nvidia-container-toolkit#48: the hook's devices are lost at a daemon-reload when systemd
+    manages the container's cgroup; the stand-in nvidia-smi reads this mark (see the hook's docstring)."""
+    host.write("/usr/bin/nvidia-container-cli", "#!/bin/sh\n", 0o755)
+    host.write("/run/nvidia-standin/daemon-reload", "1700000000000000000\n", 0o644)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 4242, "bundle": str(bundle)})
+    (bundle / "config.json").write_text(json.dumps(
+        {"process": {"env": ["NVIDIA_VISIBLE_DEVICES=all"]}, "root": {"path": "rootfs"}}))
+    mark = bundle / "rootfs/etc/nvidia-standin-hook-devices"
+    assert host.run("/usr/bin/nvidia-container-runtime-hook", "prestart", stdin=state).returncode == 0
+    assert mark.read_text() == "1700000000000000000\n"
+    mark.unlink()
+    host.write("/etc/docker/daemon.json", json.dumps({"exec-opts": ["native.cgroupdriver=cgroupfs"]}), 0o644)
+    assert host.run("/usr/bin/nvidia-container-runtime-hook", "prestart", stdin=state).returncode == 0
+    assert not mark.exists()
+
+
 def test_cli_fails_like_nvidia_container_cli_until_the_driver_is_loaded(host: StandinRoot) -> None:
     no_driver = host.run("/usr/bin/nvidia-container-cli", "info")
     assert (no_driver.returncode, no_driver.stderr) == (

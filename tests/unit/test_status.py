@@ -128,3 +128,23 @@ def test_status_prints_planned_vs_found_per_host_and_the_warning():
                        "found 1.03")
     assert text[1].startswith("WARNING desk-1: vLLM found 2.20 GiB of KV cache memory, 28% below the planned 3.06")
     assert len(text) == 3, "a host with no figures gets no line"
+
+
+def test_status_warns_of_a_kernel_that_would_boot_without_the_driver():
+    """The same fact as preflight's warning (HostFacts.kernels_without_nvidia_module), from the probe."""
+    from pathlib import Path
+
+    from provision.cli.fleet import kernel_lines
+    from provision.facts import parse_probe
+
+    recorded = (Path(__file__).parent / "fixtures/facts/h200-driver580.txt").read_text()
+    probe = recorded + "@@section kernel-modules\n6.8.0-88-generic yes\n6.8.0-90-generic no\n"
+    facts = parse_probe(probe)
+    assert facts.kernels_without_nvidia_module == ("6.8.0-90-generic",)
+    every_kernel = parse_probe(recorded + "@@section kernel-modules\n6.8.0-88-generic yes\n")
+    assert every_kernel.kernels_without_nvidia_module == ()
+    rows = {"h200": {"kernels_without_nvidia_module": list(facts.kernels_without_nvidia_module)},
+            "desk-1": {"kernels_without_nvidia_module": []}}
+    assert [line.plain for line in kernel_lines(rows)] == [
+        "WARNING h200: no NVIDIA module for kernel(s) 6.8.0-90-generic: booting it leaves the host without a "
+        "GPU driver"]

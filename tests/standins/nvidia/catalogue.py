@@ -14,7 +14,7 @@ DRIVER_PACKAGE_REVISION = "1"
 CUDA_VERSION_OF_BRANCH = {"580": "13.0"}
 
 # Distributions the CUDA repository is laid out for: BASE/cuda/repos/<distro>/x86_64/
-CUDA_DISTROS: tuple[str, ...] = ("debian12", "ubuntu2404")
+CUDA_DISTROS: tuple[str, ...] = ("debian12", "debian13", "ubuntu2404")
 
 # The NVIDIA Container Toolkit releases (all four packages share the version).
 CONTAINER_TOOLKIT_VERSIONS: tuple[str, ...] = ("1.17.8-1", "1.18.0-1")

@@ -147,7 +147,8 @@ def make_fake_firmware_tree(directory: Path | str, secure_boot: bool) -> Path:
 
 def host_traits_files(traits: HostTraits) -> list[HostFile]:
     """The files to write into the host (before its first boot, or before the reboot that applies them)."""
-    files: list[HostFile] = []
+    files = [HostFile("/etc/systemd/system-generators/nvidia-standin-daemon-reload",
+                      render("daemon-reload-generator"), 0o755)]
     if traits.gpu is not None:
         files.append(HostFile("/etc/nvidia-standin/gpu.json", traits.gpu.to_json().encode(), 0o644))
     if traits.secure_boot is not None:

@@ -1,6 +1,6 @@
 """Build and serve the stand-in NVIDIA apt repositories, laid out like the real ones.
 
-    BASE/cuda/repos/<distro>/x86_64/            flat repo (debian12, ubuntu2404), like
+    BASE/cuda/repos/<distro>/x86_64/            flat repo (debian12, debian13, ubuntu2404), like
                                                 https://developer.download.nvidia.com/compute/cuda/repos/
     BASE/libnvidia-container/gpgkey             ASCII-armored key, like https://nvidia.github.io/libnvidia-container/gpgkey
     BASE/libnvidia-container/stable/deb/amd64/  flat repo, the `$(ARCH)` of the real sources line
