@@ -28,6 +28,7 @@ from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
 from provision.ops.scripting import parse_fields, parse_records, probe_block
 from provision.ops.streaming import run_streaming
+from provision.playbook.templating import FUNCTIONS
 
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?$")
 PACKAGE_VERSION = re.compile(r"^[A-Za-z0-9.+~:*-]+$")
@@ -43,6 +44,10 @@ DPKG_LOCK_TIMEOUT_S = 600
 
 def dpkg_lock_script() -> str:
     return resources.files("provision.ops").joinpath("dpkg_lock.sh").read_text(encoding="utf-8")
+
+
+# one rule for "who holds the dpkg lock, and wait for it": the preflight role's task uses it too
+FUNCTIONS["dpkg_lock_script"] = dpkg_lock_script
 
 
 def _package_list(value: object) -> object:

@@ -26,6 +26,8 @@ from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import parse_fields
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+WHAT_TO_DO = ("Look at the machine: it may wait at a boot menu, a disk passphrase or a firmware prompt, "
+              "or be off; once it answers SSH again, run `provision up` again (the run goes on after the reboot)")
 
 
 class RebootArgs(OpArgs):
@@ -107,7 +109,7 @@ class RebootOperation(Operation):
         except NotBackYet as last:
             raise HostUnreachable(
                 f"{ctx.host_name} did not come back from a new boot within {self.clock() - started:.0f}s "
-                f"after reboot{f' ({args.reason})' if args.reason else ''}: {last}"
+                f"after reboot{f' ({args.reason})' if args.reason else ''}: {last}. {WHAT_TO_DO}"
             ) from last
         elapsed = round(self.clock() - started, 1)
         return ApplyResult(changed=True, result={"elapsed": elapsed, "boot_id_before": boot_id,
