@@ -33,13 +33,16 @@ class KilledRun:
     finished: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    injected: bool = False  # `instead` was called
 
 
 def run_and_kill(inventory: Path, host: str, *args: str, after_tasks: int | None = None,
-                 when: Callable[[list[str]], bool] | None = None, timeout: float = 600) -> KilledRun:
+                 when: Callable[[list[str]], bool] | None = None, instead: Callable[[], None] | None = None,
+                 timeout: float = 600) -> KilledRun:
     """Start `up INVENTORY ARGS`; SIGKILL it (its whole process group, like a power cut of the
     controller) once `after_tasks` tasks have finished, or once `when(output_lines)` holds (polled
-    every 0.1 s, so it may look at the host too). Not killed: the run ended by itself first."""
+    every 0.1 s, so it may look at the host too). Not killed: the run ended by itself first. With
+    `instead`, that is called at that moment (a fault injected elsewhere) and the run goes on."""
     argv = [sys.executable, "-m", "provision", "up", str(inventory), *args]
     started = time.monotonic()
     run = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -70,7 +73,12 @@ def run_and_kill(inventory: Path, host: str, *args: str, after_tasks: int | None
                     result.finished.append(matched.group(2))
                     if matched.group(1) == "failed":
                         result.failed.append(matched.group(2))
-            if (after_tasks is not None and len(result.finished) >= after_tasks) or (when is not None and when(seen)):
+            due = (after_tasks is not None and len(result.finished) >= after_tasks) or (when is not None and when(seen))
+            if due and instead is not None:
+                instead()
+                result.injected = True
+                after_tasks, when, instead = None, None, None
+            elif due:
                 os.killpg(run.pid, signal.SIGKILL)
                 result.killed = True
                 break

@@ -98,7 +98,8 @@ def output_says(pattern: str) -> Callable[[LabHost, list[str]], bool]:
 
 INSIDE = [
     Inside("the driver's apt install", "nvidia_driver: NVIDIA open driver installed and held",
-           lambda host, lines: host_shows(host, "pgrep -x apt-get >/dev/null || pgrep -x dpkg >/dev/null")),
+           # apt-get installing the driver's packages, or dpkg unpacking one (other tasks run apt-get too)
+           lambda host, lines: host_shows(host, "pgrep -f '^(/usr/bin/)?(apt-get .*install.*nvidia|dpkg .*nvidia)'")),
     Inside("the reboot wait", "nvidia_driver: reboot for the NVIDIA driver",
            lambda host, lines: output_says(r"\| waiting for the reboot")(host, lines) and (
                host_down(host) or host_shows(host, "test ! -e /run/provision/boot-marker"))),
@@ -152,3 +153,66 @@ def test_the_whole_site_killed_at_every_task_boundary_and_inside_its_long_tasks_
     assert converged, again.output[-4000:]
     assert sh(host, "systemctl is-active vllm") == "active"
     assert sh(host, "dpkg --audit; echo audited") == "audited", "dpkg left half-configured packages"
+
+
+CACHE = "/var/lib/provision/huggingface"
+DOWNLOADING = re.compile(r"\| downloading \S+ .*: [1-9]\d* of \d+ MiB")
+
+
+def test_a_disk_filled_during_the_weights_download_is_named_and_a_rerun_after_freeing_converges(site_laptop, figures):
+    """A small filesystem over the model cache (a 6 MiB tmpfs: the plan's free-space check passes),
+    filled by another writer while the 4 MiB of weights arrive. Before: curl's "(23) Failure
+    writing output". vLLM keeps serving from the cache folder it was started with."""
+    laptop, host = site_laptop, site_laptop.host
+    sh(host, f"mount -t tmpfs -o size=6m provision-test-small {CACHE}")
+    try:
+        def fill_the_disk() -> None:
+            sh(host, f"head -c 3M /dev/zero > {CACHE}/other-writer || true")
+
+        run = run_and_kill(laptop.inventory, host.name, "--tags", "model", "--json-file", str(laptop.tmp / "full.json"),
+                           when=lambda lines: any(DOWNLOADING.search(line) for line in lines[-3:]),
+                           instead=fill_the_disk)
+        error = run.output
+        named = re.search(rf"not enough disk space for \S+ in {CACHE}/\S+ \(filesystem provision-test-small mounted "
+                          rf"on {CACHE}\): (\d+) bytes free, (\d+) bytes needed", error)
+        clear = run.injected and bool(run.failed) and named is not None and int(named[1]) < int(named[2])
+        figures.faults.append(clear)
+        print(named[0] if named else error[-3000:])
+        assert clear, error[-3000:]
+        # nothing half-written counts as done: no snapshot, no manifest, every blob whole or a .part
+        assert sh(host, f"find {CACHE} -name '*.manifest' -o -path '*/refs/*' -type f | wc -l") == "0"
+        sh(host, f"rm -f {CACHE}/other-writer")  # space freed
+        rerun = laptop.up("disk-freed", "--tags", "model")
+        assert rerun.returncode == 0, rerun.output
+        again = laptop.up("disk-freed-again", "--tags", "model")
+        assert again.returncode == 0 and again.host(host.name)["changed"] == 0, again.output
+    finally:
+        host.exec(f"umount {CACHE}")
+
+
+def test_an_ssh_connection_reset_mid_download_is_reported_unreachable_naming_the_task_and_a_rerun_converges(
+        site_laptop, figures):
+    """The host's sshd processes of the run's connection are killed (the TCP connection closes) while
+    the weights download (into an empty cache) is in flight."""
+    laptop, host = site_laptop, site_laptop.host
+    sh(host, f"mount -t tmpfs -o size=64m provision-test-empty {CACHE}")
+    try:
+        def reset_the_connection() -> None:
+            sh(host, "for pid in $(pgrep -f '^sshd: [a-z]+'); do kill -KILL $pid; done; true")
+
+        started = time.monotonic()
+        run = run_and_kill(laptop.inventory, host.name, "--tags", "model",
+                           when=lambda lines: any(DOWNLOADING.search(line) for line in lines[-3:]),
+                           instead=reset_the_connection, timeout=120)
+        took = time.monotonic() - started
+        clear = (run.injected and "unreachable" in run.output
+                 and "model weights downloaded and verified" in run.output.split("unreachable", 1)[1][:600])
+        figures.faults.append(clear)
+        print(f"ended {took:.0f} s after start:\n" + "\n".join(run.output.splitlines()[-8:]))
+        assert clear, run.output[-3000:]
+        rerun = laptop.up("after-reset", "--tags", "model")
+        assert rerun.returncode == 0, rerun.output
+        again = laptop.up("after-reset-again", "--tags", "model")
+        assert again.returncode == 0 and again.host(host.name)["changed"] == 0, again.output
+    finally:
+        host.exec(f"umount {CACHE}")
