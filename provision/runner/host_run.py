@@ -21,6 +21,7 @@ from provision.ops import REGISTRY
 from provision.ops.base import ApplyContext, ApplyResult, Plan
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError
+from provision.runner import pending_handlers
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
 from provision.runner.results import HostResult, Status, TaskResult
@@ -34,6 +35,7 @@ class RunOptions:
     diff: bool = False
     tags: frozenset[str] = frozenset()
     skip_tags: frozenset[str] = frozenset()
+    handlers_dir: str = pending_handlers.FOLDER  # where notified, not yet run handlers are kept
 
     def selects(self, task: Task) -> bool:
         if self.tags and not (task.tags & self.tags or "always" in task.tags):
@@ -54,6 +56,8 @@ class HostState:
     round_trips_before: int = 0
     lock: RunLock | None = None
     lock_confirmed: bool = False
+    # handlers an earlier run notified and never ran, by play (runner/pending_handlers.py)
+    pending_handlers: dict[str, list[str]] = field(default_factory=dict)
 
     def connection(self) -> Connection:
         if self.conn is None:
@@ -106,6 +110,7 @@ class PlayOnHost:
         self.result = result
         self.cache = ProbeCache()
         self.notified: list[str] = []
+        self.persisted: set[str] = set()  # handler names written on the host as pending
         self.applying = False
 
     def renderer(self) -> Renderer:
@@ -123,12 +128,21 @@ class PlayOnHost:
             # read while another run still held the host (--wait-lock): read it again under the lock
             self.cache.invalidate()
             self.gather_facts_and_states(tasks)
+        key = pending_handlers.play_key(self.play.name)
+        left_over = [n for n in self.state.pending_handlers.get(key, []) if n in {h.name for h in self.play.handlers}]
+        self.notified.extend(left_over)
+        self.persisted.update(self.state.pending_handlers.get(key, []))
         for index, task in enumerate(tasks):
             if self.interrupted(task) or not self.run_task(task, tasks[index + 1:]):
                 return False
         handlers = [h for h in self.play.handlers if h.name in self.notified]
-        return all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
-                   for index, handler in enumerate(handlers))
+        ran = all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
+                  for index, handler in enumerate(handlers))
+        if ran and self.persisted and not self.options.check:
+            self.run_on_host(pending_handlers.clear_script(key, self.options.handlers_dir),
+                             "forget the handlers that ran")
+            self.state.pending_handlers.pop(key, None)
+        return ran
 
     def interrupted(self, task: Task) -> bool:
         """After a Ctrl-C no new task starts: the host stops here, saying where (a rerun goes on)."""
@@ -145,9 +159,10 @@ class PlayOnHost:
         probed later at its turn; probes are cached by snippet text, so a snippet rendered here is
         only ever used by a task that renders to the same text with the real facts.
         """
-        facts_probe = probe_script()
-        self.cache.fill(self.state.connection(), [facts_probe, *self.probe_ahead(tasks)])
+        facts_probe, pending_probe = probe_script(), pending_handlers.read_snippet(self.options.handlers_dir)
+        self.cache.fill(self.state.connection(), [facts_probe, pending_probe, *self.probe_ahead(tasks)])
         self.state.facts = facts_from(self.cache.get(facts_probe), self.state.name)
+        self.state.pending_handlers = pending_handlers.parse(self.cache.get(pending_probe))
 
     def run_task(self, task: Task, following: list[Task]) -> bool:
         self.reporter.task_started(self.state.name, task.name)
@@ -196,6 +211,8 @@ class PlayOnHost:
         if snippet and snippet not in self.cache:
             self.cache.fill(self.state.connection(), [snippet, *self.probe_ahead(following)])
         plan = op.plan(args, self.state.facts, self.cache.get(snippet) if snippet else "")
+        if plan.changed and not self.options.check:
+            self.persist_notified(task)
         applied = self.apply(op, plan) if not self.options.check and (plan.changed or plan.commands) else None
         changed = applied.changed if applied else plan.changed
         if task.changed_when is not None:
@@ -207,6 +224,21 @@ class PlayOnHost:
                           summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "",
                           report=op.reports, data=_plain_data(_reported(plan, applied)) if op.reports else {},
                           reveal=applied.reveal if applied else "")
+
+    def persist_notified(self, task: Task) -> None:
+        """Before a change that notifies: its handlers, written on the host as pending."""
+        names = [name for name in task.notify if name not in self.persisted]
+        if names:
+            self.run_on_host(pending_handlers.record_script(pending_handlers.play_key(self.play.name), names,
+                                                           self.options.handlers_dir),
+                             "record the handlers a change notifies")
+            self.persisted.update(names)
+
+    def run_on_host(self, script: str, what: str) -> None:
+        result = self.state.connection().run(script, sudo=True)
+        if result.rc != 0:
+            raise CommandFailed(command=what, exit_code=result.rc, stdout=result.stdout, stderr=result.stderr,
+                                host=self.state.name)
 
     def validate(self, task: Task, renderer: Renderer) -> Any:
         op = REGISTRY[task.op]
