@@ -46,7 +46,8 @@ def run_and_kill(inventory: Path, host: str, *args: str, after_tasks: int | None
     argv = [sys.executable, "-m", "provision", "up", str(inventory), *args]
     started = time.monotonic()
     run = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True, env={**os.environ, "COLUMNS": "200"})
+                           # unbuffered: a task's line is read when it is printed, not when a buffer fills
+                           start_new_session=True, env={**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"})
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:
