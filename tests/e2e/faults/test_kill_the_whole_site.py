@@ -1,7 +1,9 @@
 """The whole site (playbooks/site.yaml) on a fresh lab laptop (stand-in RTX 5090 with nouveau at boot,
 so the driver needs a real reboot), as a kill chain: run k is SIGKILLed (the controller's whole
 process group, a power cut of the laptop running `provision`) once k tasks have finished, on the
-host that runs 1..k-1 left behind; before the long tasks a run is also killed inside them: the
+host that runs 1..k-1 left behind; before the long tasks a run is also killed inside them (started once what the killed runs
+left running on the host has ended, and killed when the sign is seen, the task before the long one
+being its last finished): the
 driver's apt install (apt-get/dpkg running on the host), the reboot wait (the host down), the weights
 download (part of a file fetched), the image pull (layers arriving), the readiness wait (vLLM
 started, not ready), the smoke checks. The chain ends when a run is not killed (it finished); then
@@ -82,6 +84,15 @@ def host_down(host: LabHost) -> bool:
         return True
 
 
+def wait_until_quiet(host: LabHost, timeout: float = 300) -> None:
+    """Until what a killed run left running on the host (apt-get, dpkg, curl: a killed controller
+    does not stop them, as a real one's power cut would not) has ended."""
+    deadline = time.monotonic() + timeout
+    while host_shows(host, "pgrep -f '^(/usr/bin/)?(apt-get|dpkg|curl) ' >/dev/null"):
+        assert time.monotonic() < deadline, "processes of a killed run still running after 300 s"
+        time.sleep(0.5)
+
+
 @dataclass
 class Inside:
     """A moment inside a long task: `sign(host, output_lines)` holds only while the task is in flight."""
@@ -123,13 +134,16 @@ def test_the_whole_site_killed_at_every_task_boundary_and_inside_its_long_tasks_
     started = time.monotonic()
     boundary, last = 1, ""
     for _ in range(MAX_RUNS):
-        upcoming = tasks[tasks.index(last) + 1] if last in tasks[:-1] else (tasks[0] if not last else "")
-        while pending and pending[0].task == upcoming:
+        # the task the next boundary run finishes last, and the one after it
+        nxt = tasks[tasks.index(last) + 1] if last in tasks[:-1] else (tasks[0] if not last else "")
+        after = tasks[tasks.index(nxt) + 1] if nxt in tasks[:-1] else ""
+        while pending and pending[0].task == after:
             inside = pending.pop(0)
+            wait_until_quiet(host)  # the sign must be this run's, not a killed run's leftover
             run = run_and_kill(inventory, host.name, when=lambda lines, inside=inside: inside.sign(host, lines))
             assert run.killed, f"{inside.what}: the run ended before it:\n{run.output[-3000:]}"
             assert not run.failed, run.output[-3000:]
-            assert run.finished[-1:] == ([last] if last else []), \
+            assert run.finished[-1:] == [nxt], \
                 f"{inside.what}: killed after {run.finished[-1:]}, not inside {inside.task!r}"
             kills.append(f"inside {inside.what}")
             log.append(f"killed inside {inside.what} ({run.seconds:.1f} s)")
