@@ -1,13 +1,12 @@
 """The whole site (playbooks/site.yaml) on a fresh lab laptop (stand-in RTX 5090 with nouveau at boot,
 so the driver needs a real reboot), as a kill chain: run k is SIGKILLed (the controller's whole
 process group, a power cut of the laptop running `provision`) once k tasks have finished, on the
-host that runs 1..k-1 left behind; before the long tasks a run is also killed inside them (started once what the killed runs
-left running on the host has ended, and killed when the sign is seen, the task before the long one
-being its last finished): the
-driver's apt install (apt-get/dpkg running on the host), the reboot wait (the host down), the weights
-download (part of a file fetched), the image pull (layers arriving), the readiness wait (vLLM
-started, not ready), the smoke checks. The chain ends when a run is not killed (it finished); then
-one more run must change nothing.
+host that runs 1..k-1 left behind. Before each long task a run is also killed inside it (started
+once what the killed runs left running on the host has ended; killed when the sign is seen, with
+the task before the long one as its last finished): the driver's apt install (apt-get/dpkg working
+on the driver's packages), the reboot wait (the host down), the weights download (part of a file
+fetched), the image pull (layers arriving), the readiness wait (vLLM started, not ready), the smoke
+checks. The chain ends when a run is not killed (it finished); then one more run must change nothing.
 
 Proven: every kill point was reached (each is a task line, or the inside-task sign, seen in that
 run's output or on the host before the kill, and no task of that run had failed); each run after a
