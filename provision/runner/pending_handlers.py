@@ -4,8 +4,9 @@ A run killed between a notifying change and its handler (docker's daemon.json gi
 runtime, docker not restarted yet) left the handler to nobody: the next run finds the change made,
 notifies nothing, and docker never loads the runtime. Found by the whole-site kill chain
 (tests/e2e/faults/test_kill_the_whole_site.py: killed after "docker knows the nvidia runtime", the
-next run's "a container sees the GPU" failed). Ansible loses them the same way: `force_handlers`
-covers a failed task, not a killed controller (docs: playbooks_handlers, "Handlers and failure").
+next run's "a container sees the GPU" failed). Ansible loses them the same way (ansible/ansible#4766:
+"The next time you start the play, there is no change, so the service will not restarted again");
+its `--force-handlers` runs them after a failed task, not after a killed controller.
 
 So before a change that notifies is applied, the handlers it notifies are written on the host
 (one file per play, a name a line); the next run reads them in its first round trip and runs them
