@@ -84,10 +84,11 @@ def host_down(host: LabHost) -> bool:
 
 
 def wait_until_quiet(host: LabHost, timeout: float = 300) -> None:
-    """Until what a killed run left running on the host (apt-get, dpkg, curl: a killed controller
-    does not stop them, as a real one's power cut would not) has ended."""
+    """Until what a killed run left running on the host has ended: its scripts (`bash -s`, as the
+    tool runs them) and what they started (apt-get, dpkg, curl). A killed controller does not stop
+    them, as a real one's power cut would not."""
     deadline = time.monotonic() + timeout
-    while host_shows(host, "pgrep -f '^(/usr/bin/)?(apt-get|dpkg|curl) ' >/dev/null"):
+    while host_shows(host, "pgrep -f '^(bash -s|(/usr/bin/)?(apt-get|dpkg|curl) )' >/dev/null"):
         assert time.monotonic() < deadline, "processes of a killed run still running after 300 s"
         time.sleep(0.5)
 
