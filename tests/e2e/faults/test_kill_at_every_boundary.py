@@ -61,19 +61,27 @@ def run_and_kill(inventory: Path, host: str, *args: str, after_tasks: int | None
     result, seen, ended = KilledRun(False, ""), [], False
     try:
         while not ended and time.monotonic() - started < timeout:
-            try:
-                line = lines.get(timeout=0.1)
-            except queue.Empty:
-                line = ""
-            if line is None:
-                ended = True
-                break
-            if line:
+            # every line printed so far first (a sign that looks at the host is slow: judged on the
+            # run's output as it is now, not as it was lines ago); a boundary is judged line by line
+            waiting = 0.1
+            while True:
+                try:
+                    line = lines.get(timeout=waiting)
+                except queue.Empty:
+                    break
+                waiting = 0
+                if line is None:
+                    ended = True
+                    break
                 seen.append(line)
                 if matched := task_line.match(line):
                     result.finished.append(matched.group(2))
                     if matched.group(1) == "failed":
                         result.failed.append(matched.group(2))
+                if after_tasks is not None and len(result.finished) >= after_tasks:
+                    break
+            if ended:
+                break
             due = (after_tasks is not None and len(result.finished) >= after_tasks) or (when is not None and when(seen))
             if due and instead is not None:
                 instead()

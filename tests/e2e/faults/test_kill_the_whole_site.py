@@ -76,6 +76,19 @@ def host_shows(host: LabHost, command: str) -> bool:
         return False
 
 
+SEEN: list[str] = []  # what an inside sign saw on the host (shown when a kill point is wrong)
+
+
+def host_saw(host: LabHost, command: str) -> bool:
+    try:
+        rc, output = host.exec(command)
+    except Exception:
+        return False
+    if rc == 0:
+        SEEN.append(output.strip())
+    return rc == 0
+
+
 def host_down(host: LabHost) -> bool:
     try:
         return host.exec("true")[0] != 0
@@ -110,7 +123,7 @@ def output_says(pattern: str) -> Callable[[LabHost, list[str]], bool]:
 INSIDE = [
     Inside("the driver's apt install", "nvidia_driver: NVIDIA open driver installed and held",
            # apt-get installing the driver's packages, or dpkg unpacking one (other tasks run apt-get too)
-           lambda host, lines: host_shows(host, "pgrep -f '^(/usr/bin/)?(apt-get .*install.*nvidia|dpkg .*nvidia)'")),
+           lambda host, lines: host_saw(host, "pgrep -af '^(/usr/bin/)?(apt-get .*install.*nvidia|dpkg .*nvidia)'")),
     Inside("the reboot wait", "nvidia_driver: reboot for the NVIDIA driver",
            lambda host, lines: output_says(r"\| waiting for the reboot")(host, lines) and (
                host_down(host) or host_shows(host, "test ! -e /run/provision/boot-marker"))),
@@ -144,7 +157,7 @@ def test_the_whole_site_killed_at_every_task_boundary_and_inside_its_long_tasks_
             assert run.killed, f"{inside.what}: the run ended before it:\n{run.output[-3000:]}"
             assert not run.failed, run.output[-3000:]
             assert run.finished[-1:] == [nxt], \
-                f"{inside.what}: killed after {run.finished[-1:]}, not inside {inside.task!r}"
+                f"{inside.what}: killed after {run.finished[-1:]}, not inside {inside.task!r}; seen {SEEN[-1:]}"
             kills.append(f"inside {inside.what}")
             log.append(f"killed inside {inside.what} ({run.seconds:.1f} s)")
         run = run_and_kill(inventory, host.name, after_tasks=boundary)
