@@ -115,8 +115,10 @@ class PlayOnHost:
 
     def renderer(self) -> Renderer:
         facts = self.state.facts.as_vars() if self.state.facts else {}
+        # notified_handlers: the play's handlers due at its end (this run's and a killed run's left
+        # over), so a task can leave a check to the handler that checks after the restart
         variables = {**self.host_vars, **self.state.registered, "facts": facts,
-                     "inventory_hostname": self.state.name}
+                     "inventory_hostname": self.state.name, "notified_handlers": list(self.notified)}
         return Renderer(self.env, variables)
 
     def run(self) -> bool:
