@@ -20,7 +20,7 @@ from pydantic import Field
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
 from provision import interrupt
-from provision.errors import HostKeyRefused, HostUnreachable
+from provision.errors import HostDidNotComeBack, HostKeyRefused
 from provision.ops.base import ApplyContext, ApplyResult, Command, OpArgs, Operation, Plan, register, shell_quote
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import parse_fields
@@ -107,7 +107,7 @@ class RebootOperation(Operation):
         try:
             new_boot_id = retrying(back_from_new_boot)
         except NotBackYet as last:
-            raise HostUnreachable(
+            raise HostDidNotComeBack(
                 f"{ctx.host_name} did not come back from a new boot within {self.clock() - started:.0f}s "
                 f"after reboot{f' ({args.reason})' if args.reason else ''}: {last}. {WHAT_TO_DO}"
             ) from last

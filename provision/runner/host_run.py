@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from provision import interrupt
 from provision.connection.base import Connection
-from provision.errors import CommandFailed, HostUnreachable, ProvisionError, TaskFailed
+from provision.errors import CommandFailed, HostDidNotComeBack, HostUnreachable, ProvisionError, TaskFailed
 from provision.facts.gather import facts_from, gather_facts
 from provision.facts.model import HostFacts
 from provision.facts.parse import probe_script
@@ -185,8 +185,8 @@ class PlayOnHost:
     def describe_unreachable(self, task: Task, error: HostUnreachable) -> str:
         """Which task was in flight, and whether the host may be mid-change (and what a rerun does)."""
         lock = self.state.lock
-        why = (f"no answer for {lock.silent_for:.0f} s (the host went silent)" if lock and lock.silent_for
-               else str(error))
+        silent = lock and lock.silent_for and not isinstance(error, HostDidNotComeBack)
+        why = f"no answer for {lock.silent_for:.0f} s (the host went silent)" if silent else str(error)
         where = f"{task.role + ': ' if task.role else ''}{task.name}"
         if self.applying:
             state = ("the host may be mid-change: this task was applying its change (each change is atomic); "

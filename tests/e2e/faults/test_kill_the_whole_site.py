@@ -213,7 +213,7 @@ def test_a_disk_filled_during_the_weights_download_is_named_and_a_rerun_after_fr
         run = run_and_kill(laptop.inventory, host.name, "--tags", "model", "--json-file", str(laptop.tmp / "full.json"),
                            when=lambda lines: any(DOWNLOADING.search(line) for line in lines[-3:]),
                            instead=fill_the_disk)
-        error = run.output
+        error = re.sub(r"\s+", " ", run.output)  # the terminal wraps long lines
         named = re.search(rf"not enough disk space for \S+ in {CACHE}/\S+ \(filesystem provision-test-small mounted "
                           rf"on {CACHE}\): (\d+) bytes free, (\d+) bytes needed", error)
         clear = run.injected and bool(run.failed) and named is not None and int(named[1]) < int(named[2])
