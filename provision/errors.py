@@ -63,6 +63,11 @@ class HostUnreachable(ProvisionError):
     """The host could not be connected to (after retries), or its host key was refused."""
 
 
+class HostDidNotComeBack(HostUnreachable):
+    """A host that was meant to go away (a reboot) did not come back in time: its own message says
+    what to do, and the run lock's silence (the host was down on purpose) is not the reason."""
+
+
 class HostKeyRefused(HostUnreachable):
     """The host's SSH key is unknown (and trust-on-first-use is off) or has changed."""
 

@@ -19,13 +19,13 @@ import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.dpkg_lock import dpkg_lock_script
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import run_streaming
 from provision.shell import Command, parse_fields, parse_records, quote
@@ -40,10 +40,6 @@ APT_GET = ("apt-get -y -q -o DPkg::Lock::Timeout=600 "
            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold")
 CHANGED_MARK = "provision_changed=1"
 DPKG_LOCK_TIMEOUT_S = 600
-
-
-def dpkg_lock_script() -> str:
-    return resources.files("provision.ops").joinpath("dpkg_lock.sh").read_text(encoding="utf-8")
 
 
 def _package_list(value: object) -> object:

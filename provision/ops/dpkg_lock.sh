@@ -1,7 +1,8 @@
 # wait_dpkg_lock TIMEOUT: wait (bounded) while a process holds a dpkg/apt lock, printing
 # `dpkg_lock=SECONDS_WAITED<TAB>PID<TAB>COMMAND LINE` every 5 s (the apt operation shows it as
-# progress); past TIMEOUT, fail naming the holder. dpkg and apt take fcntl(2) locks, which
-# /proc/locks lists as PID MAJOR:MINOR:INODE (major and minor in hex).
+# progress); past TIMEOUT, fail naming the holder (pid, process name, command line). dpkg and apt
+# take fcntl(2) locks, which /proc/locks lists as PID MAJOR:MINOR:INODE (major and minor in hex).
+# Used by the apt operation before each apt-get and by the preflight role ("the dpkg lock is free").
 dpkg_lock_holder() {
   local lock st dev key pid
   local locks="/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock"
@@ -19,10 +20,12 @@ dpkg_lock_holder() {
   done
 }
 wait_dpkg_lock() {
-  local timeout=$1 started=$SECONDS holder
+  local timeout=$1 started=$SECONDS holder pid
   while holder=$(dpkg_lock_holder); [ -n "$holder" ]; do
     if [ $((SECONDS - started)) -ge "$timeout" ]; then
-      echo "the dpkg lock is still held after ${timeout}s by process ${holder%%$'\t'*} (${holder#*$'\t'})" >&2
+      pid=${holder%%$'\t'*}
+      echo "the dpkg lock is still held by process $pid ($(cat "/proc/$pid/comm" 2>/dev/null || echo gone))" \
+        "after ${timeout}s: ${holder#*$'\t'}; wait for it to finish (or stop it) and run again" >&2
       return 1
     fi
     printf 'dpkg_lock=%s\t%s\n' "$((SECONDS - started))" "$holder"

@@ -20,12 +20,14 @@ from pydantic import Field
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
 from provision import interrupt
-from provision.errors import HostKeyRefused, HostUnreachable
+from provision.errors import HostDidNotComeBack, HostKeyRefused
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
 from provision.shell import Command, parse_fields, quote
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+WHAT_TO_DO = ("Look at the machine: it may wait at a boot menu, a disk passphrase or a firmware prompt, "
+              "or be off; once it answers SSH again, run `provision up` again (the run goes on after the reboot)")
 
 
 class RebootArgs(OpArgs):
@@ -105,9 +107,9 @@ class RebootOperation(Operation):
         try:
             new_boot_id = retrying(back_from_new_boot)
         except NotBackYet as last:
-            raise HostUnreachable(
+            raise HostDidNotComeBack(
                 f"{ctx.host_name} did not come back from a new boot within {self.clock() - started:.0f}s "
-                f"after reboot{f' ({args.reason})' if args.reason else ''}: {last}"
+                f"after reboot{f' ({args.reason})' if args.reason else ''}: {last}. {WHAT_TO_DO}"
             ) from last
         elapsed = round(self.clock() - started, 1)
         return ApplyResult(changed=True, result={"elapsed": elapsed, "boot_id_before": boot_id,

@@ -94,7 +94,11 @@ class SystemdOperation(Operation):
         if step == "daemon-reload":
             return "systemctl daemon-reload"
         if step in ("start", "restart", "reload"):
+            # reruns soon after killed runs restart a unit often: docker.service allows 3 starts in
+            # 60 s (moby contrib/init/systemd/docker.service: StartLimitBurst=3, StartLimitInterval=60s),
+            # then "start-limit-hit" refuses; reset-failed flushes that counter (systemd.unit(5))
             return (
+                f"systemctl reset-failed -- {unit_arg} 2>/dev/null || true\n"
                 f"systemctl {step} -- {unit_arg} || {{ rc=$?; "
                 f"systemctl status --no-pager --lines=0 -- {unit_arg} >&2 || true; "
                 f"journalctl --no-pager -n 20 -u {unit_arg} >&2 || true; exit $rc; }}"

@@ -23,8 +23,9 @@ from provision.secrets import Secret, reveal
 from provision.shell import quote
 
 #: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`): name -> "module:function",
-#: imported when an environment is made (so that loading a playbook imports no product code)
-FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve_flags"}
+#: imported when a template first calls it (so that loading a playbook imports no product code)
+FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve_flags",
+                             "dpkg_lock_script": "provision.ops.dpkg_lock:dpkg_lock_script"}
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 
@@ -69,8 +70,18 @@ def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environm
 
 
 def _function(target: str) -> Callable[..., Any]:
+    """The function `module:name`, imported at its first call (a template that never calls it costs nothing)."""
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+
+    @jinja2.pass_context
+    def call(context: jinja2.runtime.Context, *args: Any, **kwargs: Any) -> Any:
+        function = getattr(importlib.import_module(module), name)
+        if getattr(function, "jinja_pass_arg", None) is not None:  # it asked for the context too
+            return function(context, *args, **kwargs)
+        return function(*args, **kwargs)
+
+    call.__name__ = name
+    return call
 
 
 def _regex_match(value: Any, pattern: str) -> bool:

@@ -13,13 +13,14 @@ import jinja2
 
 from provision import interrupt
 from provision.connection.base import Connection
-from provision.errors import CommandFailed, HostUnreachable, ProvisionError, TaskFailed
+from provision.errors import CommandFailed, HostDidNotComeBack, HostUnreachable, ProvisionError, TaskFailed
 from provision.facts.gather import facts_from, gather_facts
 from provision.facts.model import FACT_FIELDS, HostFacts
 from provision.facts.parse import probe_for
 from provision.ops import REGISTRY
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, facts_read
+from provision.runner import pending_handlers
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
 from provision.runner.results import HostResult, Status, TaskResult
@@ -36,6 +37,7 @@ class RunOptions:
     diff: bool = False
     tags: frozenset[str] = frozenset()
     skip_tags: frozenset[str] = frozenset()
+    handlers_dir: str = pending_handlers.FOLDER  # where notified, not yet run handlers are kept
 
     def selects(self, task: Task) -> bool:
         if self.tags and not (task.tags & self.tags or "always" in task.tags):
@@ -57,6 +59,8 @@ class HostState:
     lock: RunLock | None = None
     lock_confirmed: bool = False
     opening: Future[Connection] | None = None
+    # handlers an earlier run notified and never ran, by play (runner/pending_handlers.py)
+    pending_handlers: dict[str, list[str]] = field(default_factory=dict)
 
     def open_early(self, pool: Executor) -> None:
         """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
@@ -124,19 +128,23 @@ class PlayOnHost:
         self.result = result
         self.cache = ProbeCache()
         self.notified: list[str] = []
+        self.persisted: set[str] = set()  # handler names written on the host as pending
         self.applying = False
-        self._renderer: tuple[Any, Renderer] | None = None
+        self._renderer: tuple[Any, tuple[str, ...], Renderer] | None = None
 
     def renderer(self) -> Renderer:
         """A renderer over the variables, facts and results known now; made again only when the facts
         or a registered result changed (making one renders every templated variable)."""
         key = [self.state.facts, *self.state.registered.items()]  # compared by identity: kept alive here
-        if self._renderer is None or not _same(self._renderer[0], key):
+        notified = tuple(self.notified)
+        if self._renderer is None or not _same(self._renderer[0], key) or self._renderer[1] != notified:
             facts = self.state.facts.as_vars() if self.state.facts else {}
+            # notified_handlers: the play's handlers due at its end (this run's and a killed run's left
+            # over), so a task can leave a check to the handler that checks after the restart
             variables = {**self.host_vars, **self.state.registered, "facts": facts,
-                         "inventory_hostname": self.state.name}
-            self._renderer = (key, Renderer(self.env, variables))
-        return self._renderer[1]
+                         "inventory_hostname": self.state.name, "notified_handlers": list(notified)}
+            self._renderer = (key, notified, Renderer(self.env, variables))
+        return self._renderer[2]
 
     def run(self) -> bool:
         """Run all tasks, then the handlers; False when the host failed."""
@@ -146,12 +154,23 @@ class PlayOnHost:
             # read while another run still held the host (--wait-lock): read it again under the lock
             self.cache.invalidate()
             self.gather_facts_and_states(tasks)
+        key = pending_handlers.play_key(self.play.name)
+        left_over = [n for n in self.state.pending_handlers.get(key, []) if n in {h.name for h in self.play.handlers}]
+        self.notified.extend(n for n in left_over if n not in self.notified)
+        self.persisted.update(self.state.pending_handlers.get(key, []))
+        if left_over:
+            self.gather_missing_facts([h for h in self.play.handlers if h.name in left_over])
         for index, task in enumerate(tasks):
             if self.interrupted(task) or not self.run_task(task, tasks[index + 1:]):
                 return False
         handlers = [h for h in self.play.handlers if h.name in self.notified]
-        return all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
-                   for index, handler in enumerate(handlers))
+        ran = all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
+                  for index, handler in enumerate(handlers))
+        if ran and self.persisted and not self.options.check:
+            self.run_on_host(pending_handlers.clear_script(key, self.options.handlers_dir),
+                             "forget the handlers that ran")
+            self.state.pending_handlers.pop(key, None)
+        return ran
 
     def interrupted(self, task: Task) -> bool:
         """After a Ctrl-C no new task starts: the host stops here, saying where (a rerun goes on)."""
@@ -177,12 +196,25 @@ class PlayOnHost:
         missing = wanted if known is None else frozenset() if known.gathered is None else \
             None if wanted is None else wanted - known.gathered
         facts_probe = probe_for(missing) if missing is None or missing else ""
-        self.cache.fill(self.state.connection(), [facts_probe, *self.probe_ahead(tasks)])
+        pending_probe = pending_handlers.read_snippet(self.options.handlers_dir)
+        self.cache.fill(self.state.connection(), [facts_probe, pending_probe, *self.probe_ahead(tasks)])
         if facts_probe:
             gathered = facts_from(self.cache.get(facts_probe), self.state.name)
             self.state.facts = gathered if known is None else known.merged(gathered)
         elif known is None:
             self.state.facts = HostFacts(gathered=frozenset())
+        self.state.pending_handlers = pending_handlers.parse(self.cache.get(pending_probe))
+
+    def gather_missing_facts(self, tasks: list[Task]) -> None:
+        """The facts these tasks read that were not gathered (a killed run's left-over handlers, known
+        only from the first round trip): one more round trip, only when there are any."""
+        known = self.state.facts
+        wanted = self.facts_needed(tasks)
+        if known is None or known.gathered is None or (wanted is not None and wanted <= known.gathered):
+            return
+        facts_probe = probe_for(None if wanted is None else wanted - known.gathered)
+        self.cache.fill(self.state.connection(), [facts_probe])
+        self.state.facts = known.merged(facts_from(self.cache.get(facts_probe), self.state.name))
 
     def handlers_notifiable_by(self, tasks: list[Task]) -> list[Task]:
         """The play's handlers that these tasks may notify (the only ones that can run after them)."""
@@ -246,8 +278,8 @@ class PlayOnHost:
     def describe_unreachable(self, task: Task, error: HostUnreachable) -> str:
         """Which task was in flight, and whether the host may be mid-change (and what a rerun does)."""
         lock = self.state.lock
-        why = (f"no answer for {lock.silent_for:.0f} s (the host went silent)" if lock and lock.silent_for
-               else str(error))
+        silent = lock and lock.silent_for and not isinstance(error, HostDidNotComeBack)
+        why = f"no answer for {lock.silent_for:.0f} s (the host went silent)" if silent else str(error)
         where = f"{task.role + ': ' if task.role else ''}{task.name}"
         if self.applying:
             state = ("the host may be mid-change: this task was applying its change (each change is atomic); "
@@ -274,6 +306,8 @@ class PlayOnHost:
         if snippet and snippet not in self.cache:
             self.cache.fill(self.state.connection(), [snippet, *self.probe_ahead(following)])
         plan = op.plan(args, self.state.facts, self.cache.get(snippet) if snippet else "")
+        if plan.changed and not self.options.check:
+            self.persist_notified(task)
         applied = self.apply(op, plan) if not self.options.check and (plan.changed or plan.commands) else None
         changed = applied.changed if applied else plan.changed
         if task.changed_when is not None:
@@ -285,6 +319,21 @@ class PlayOnHost:
                           summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "",
                           report=op.reports, data=_plain_data(_reported(plan, applied)) if op.reports else {},
                           reveal=applied.reveal if applied else "")
+
+    def persist_notified(self, task: Task) -> None:
+        """Before a change that notifies: its handlers, written on the host as pending."""
+        names = [name for name in task.notify if name not in self.persisted]
+        if names:
+            self.run_on_host(pending_handlers.record_script(pending_handlers.play_key(self.play.name), names,
+                                                           self.options.handlers_dir),
+                             "record the handlers a change notifies")
+            self.persisted.update(names)
+
+    def run_on_host(self, script: str, what: str) -> None:
+        result = self.state.connection().run(script, sudo=True)
+        if result.rc != 0:
+            raise CommandFailed(command=what, exit_code=result.rc, stdout=result.stdout, stderr=result.stderr,
+                                host=self.state.name)
 
     def validate(self, task: Task, renderer: Renderer) -> Any:
         op = REGISTRY[task.op]

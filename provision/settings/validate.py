@@ -24,7 +24,7 @@ from provision.settings.spec import Option, Specs
 
 USER_DECLARED = "vars_declared"
 #: names the engine itself gives every task
-BUILTIN = frozenset({"inventory_hostname", "facts", USER_DECLARED})
+BUILTIN = frozenset({"inventory_hostname", "facts", "notified_handlers", USER_DECLARED})
 
 
 class InvalidSettings(InputError):

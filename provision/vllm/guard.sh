@@ -4,11 +4,14 @@
 # endpoint. While the run that armed it holds the run lock, the guard only waits. When the armed
 # file goes (the controller recorded the outcome) it exits. When the run's lock is released while
 # still armed (the controller is gone), it takes the run lock (a new run waits) and decides: the new
-# release serves (health 200 within READY_TIMEOUT) -> record.pass.json; otherwise the previous
-# release's files go back, it is started, and record.fail.json says why. The next run reads the
-# record (release.py) and reports what happened.
-# Env: GUARD_DIR (armed, record.pass.json, record.fail.json), RECORD, LOCK, UNIT, UNIT_PATH,
-# NEW_UNIT_SHA, HEALTH_URL, READY_TIMEOUT, GIVE_UP_S, PREVIOUS_DIR, ENV_PATH, KEY_PATH.
+# release serves (health 200 within READY_TIMEOUT, then the run's own text and vision smoke checks:
+# smoke.sh sends them, smoke_judge.py judges them as the controller would) -> record.pass.json;
+# otherwise the previous release's files go back, it is started, and record.fail.json says why.
+# The next run reads the record (release.py) and reports what happened. Without python3 on the host
+# the smoke answers cannot be judged: /health alone decides, and the record says so.
+# Env: GUARD_DIR (armed, record.pass.json, record.fail.json, smoke.sh, smoke.requests,
+# smoke_judge.py), RECORD, LOCK, UNIT, UNIT_PATH, NEW_UNIT_SHA, HEALTH_URL, READY_TIMEOUT, GIVE_UP_S,
+# PREVIOUS_DIR, ENV_PATH, KEY_PATH, SMOKE_VISION (1: the vision check too).
 set -uo pipefail
 armed="$GUARD_DIR/armed"
 started=$SECONDS
@@ -23,20 +26,43 @@ done
 printf '{"controller_host": "%s (upgrade guard)", "controller_pid": %s, "started": "%s", "command": "upgrade guard of %s"}\n' \
   "$(hostname)" "$$" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$UNIT" > "$(dirname "$LOCK")/run.holder.json"
 healthy() { [ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$HEALTH_URL")" = 200 ]; }
+# record.*.json carry a placeholder for how/why; what goes in must not break JSON or sed
+fill() {  # file placeholder text
+  local text
+  text=$(printf '%s' "$3" | tr '\n' ' ' | tr -d '"\\&|' | tr -s ' ' | cut -c1-600)
+  sed -i "s|$2|$text|" -- "$1"
+}
+smoke_passes() {  # sets $why
+  if ! command -v python3 >/dev/null 2>&1; then
+    why="it became healthy; no python3 on this host to judge the smoke checks: /health alone decided"
+    return 0
+  fi
+  why=$(bash "$GUARD_DIR/smoke.sh" 3<"$GUARD_DIR/smoke.requests" \
+        | python3 "$GUARD_DIR/smoke_judge.py" ${SMOKE_VISION:+--vision} 2>&1)
+}
+why="the new release did not answer /health within ${READY_TIMEOUT}s"
 live=$(sha256sum < "$UNIT_PATH" | cut -d' ' -f1)
 if [ "$live" = "$NEW_UNIT_SHA" ]; then
   deadline=$((SECONDS + READY_TIMEOUT))
   while [ "$SECONDS" -lt "$deadline" ]; do
     if healthy; then
-      mv -f -- "$GUARD_DIR/record.pass.json" "$RECORD"
-      rm -f -- "$armed"
-      echo "the controller went away during the upgrade; the new release serves: kept"
-      exit 0
+      if smoke_passes; then
+        fill "$GUARD_DIR/record.pass.json" @GUARD_HOW@ "it became healthy and passed the smoke checks: $why"
+        mv -f -- "$GUARD_DIR/record.pass.json" "$RECORD"
+        rm -f -- "$armed"
+        echo "the controller went away during the upgrade; the new release serves and passed the smoke checks: kept"
+        exit 0
+      fi
+      echo "the new release answers /health but failed: $why"
+      break
     fi
-    systemctl is-failed --quiet -- "$UNIT" && break
+    if systemctl is-failed --quiet -- "$UNIT"; then why="the new release's service failed"; break; fi
     sleep 2
   done
+else
+  why="the unit on disk is not the new release's"
 fi
+fill "$GUARD_DIR/record.fail.json" @GUARD_WHY@ "$why"
 if [ -n "$PREVIOUS_DIR" ] && [ -f "$PREVIOUS_DIR/unit" ]; then
   systemctl stop -- "$UNIT" 2>/dev/null || true
   cp -f -- "$PREVIOUS_DIR/unit" "$UNIT_PATH.guard" && mv -f -- "$UNIT_PATH.guard" "$UNIT_PATH"

@@ -4,23 +4,24 @@ Text: a short chat completion must come back non-empty with a sane finish reason
 "length" when the answer ran into max_tokens). Vision: a 64x64 red gradient PNG made in code (png.py)
 goes as a data URI; the answer must contain "red" (case-insensitive), as the seed's check did
 (REFERENCE.md §1, §5). Both requests run in one round trip; the wall time of each is curl's own
-measurement on the host. The judging functions are pure and unit-tested.
+measurement on the host. The judging (smoke_judge.py) is pure, unit-tested, and the same file the
+host's upgrade guard runs.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from provision.errors import TaskFailed
-from provision.shell import field_value, quote
+from provision.shell import quote
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.png import data_uri, red_gradient_png
+from provision.vllm.smoke_judge import SANE_FINISH_REASONS, CheckResult, SmokeReport, judge_answer, judge_smoke
 
-SANE_FINISH_REASONS = ("stop", "length")
+__all__ = ["SANE_FINISH_REASONS", "CheckResult", "SmokeReport", "judge_answer", "judge_smoke"]
+
 TEXT_PROMPT = "In one short sentence: what is a GPU used for?"
 VISION_PROMPT = "What colour is this image? Answer with one word."
 
@@ -32,50 +33,6 @@ class SmokeFailed(TaskFailed):
         super().__init__(reason)
         self.reason = reason
         self.report = report
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One smoke check: passed or not, the answer, the finish reason, the time and the tokens."""
-
-    name: str
-    ok: bool
-    answer: str = ""
-    finish_reason: str = ""
-    seconds: float = 0.0
-    tokens: int = 0
-    problem: str = ""
-
-    def describe(self) -> str:
-        if not self.ok:
-            return f"{self.name}: {self.problem}"
-        return f"{self.name} {self.seconds:.2f}s {self.answer[:60]!r} ({self.finish_reason}, {self.tokens} tokens)"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "answer": self.answer, "finish_reason": self.finish_reason,
-                "seconds": round(self.seconds, 3), "tokens": self.tokens, "problem": self.problem}
-
-
-@dataclass(frozen=True)
-class SmokeReport:
-    """The text check and (unless turned off) the vision check."""
-
-    text: CheckResult
-    vision: CheckResult | None
-
-    @property
-    def ok(self) -> bool:
-        return self.text.ok and (self.vision is None or self.vision.ok)
-
-    def checks(self) -> list[CheckResult]:
-        return [self.text, *([self.vision] if self.vision else [])]
-
-    def summary(self) -> str:
-        return "; ".join(check.describe() for check in self.checks())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "text": self.text.as_dict(),
-                "vision": self.vision.as_dict() if self.vision else None}
 
 
 def text_request(served_name: str, prompt: str = TEXT_PROMPT, max_tokens: int = 48) -> dict[str, Any]:
@@ -112,55 +69,22 @@ def smoke_payload(bodies: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(body, separators=(",", ":")) + "\n" for body in bodies).encode()
 
 
-def judge_answer(name: str, output: str, expect: str | None = None) -> CheckResult:
-    """Judge one check's `NAME_*` fields: HTTP 200, a non-empty answer, a sane finish reason, and
-    (for vision) the expected word in the answer."""
-    status = field_value(output, f"{name}_status")
-    try:
-        seconds = float(field_value(output, f"{name}_time") or 0)
-    except ValueError:
-        seconds = 0.0
-    try:
-        body = base64.b64decode(field_value(output, f"{name}_body"), validate=True).decode(errors="replace")
-    except (binascii.Error, ValueError):
-        body = ""
-    if status != "200":
-        shown = body.strip()[:300] or "no answer"
-        return CheckResult(name, False, seconds=seconds,
-                           problem=f"HTTP {status if status not in ('', '000') else 'request failed'}: {shown}")
-    try:
-        data = json.loads(body)
-        choice = data["choices"][0]
-        answer = str(choice["message"].get("content") or "")
-        finish = str(choice.get("finish_reason") or "")
-        tokens = int((data.get("usage") or {}).get("completion_tokens") or 0)
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return CheckResult(name, False, seconds=seconds, problem=f"not a chat completion: {body[:300]!r}")
-    result = CheckResult(name, True, answer=answer.strip(), finish_reason=finish, seconds=seconds, tokens=tokens)
-    if not answer.strip():
-        return _failed(result, "the answer is empty")
-    if finish not in SANE_FINISH_REASONS:
-        return _failed(result, f"finish reason {finish!r} (expected one of {', '.join(SANE_FINISH_REASONS)})")
-    if expect is not None and expect.lower() not in answer.lower():
-        return _failed(result, f"the answer {answer.strip()[:120]!r} does not contain {expect!r}")
-    return result
+def judge_source() -> str:
+    """smoke_judge.py's text, for the host (the upgrade guard runs it with python3)."""
+    return resources.files("provision.vllm").joinpath("smoke_judge.py").read_text(encoding="utf-8")
 
 
-def _failed(result: CheckResult, problem: str) -> CheckResult:
-    return CheckResult(result.name, False, result.answer, result.finish_reason, result.seconds, result.tokens, problem)
-
-
-def judge_smoke(output: str, vision: bool) -> SmokeReport:
-    return SmokeReport(text=judge_answer("text", output),
-                       vision=judge_answer("vision", output, expect="red") if vision else None)
+def smoke_requests(endpoint: Endpoint, vision: bool) -> tuple[list[str], list[dict[str, Any]]]:
+    """The checks' names and request bodies, in the order smoke_script sends them."""
+    names = ["text", *(["vision"] if vision else [])]
+    bodies = [text_request(endpoint.served_name), *([vision_request(endpoint.served_name)] if vision else [])]
+    return names, bodies
 
 
 def run_smoke(run: Any, endpoint: Endpoint, vision: bool = True, timeout: float = 300) -> SmokeReport:
     """Run the checks through `run(script, payload) -> stdout`; raise SmokeFailed when one fails."""
-    names = ["text", *(["vision"] if vision else [])]
-    bodies = [text_request(endpoint.served_name), *([vision_request(endpoint.served_name)] if vision else [])]
+    names, bodies = smoke_requests(endpoint, vision)
     report = judge_smoke(run(smoke_script(endpoint, names, timeout), smoke_payload(bodies)), vision)
     if not report.ok:
-        failed = [check.describe() for check in report.checks() if not check.ok]
-        raise SmokeFailed("smoke check failed: " + "; ".join(failed), report)
+        raise SmokeFailed(report.failure(), report)
     return report

@@ -180,6 +180,11 @@ class LabHost:
             net.detach(self.dir)
         shutil.rmtree(self.dir)  # the inner dockerd's files are root's; the lab runs as root
 
+    def stay_down_after_reboot(self) -> None:
+        """The next reboot inside does not come back (a machine stuck at a boot prompt): the
+        supervisor leaves the host stopped until `reboot_restart()`."""
+        (self.dir / "stopped").touch()
+
     def stopped_by_lab(self) -> bool:
         return (self.dir / "stopped").exists()
 

@@ -253,7 +253,8 @@ def test_a_dpkg_lock_held_too_long_fails_naming_the_holder(tmp_path):
         assert holder.stdout.readline().strip() == "locked"
         done = LocalTestConnection().run(f"{dpkg_lock_script()}\nwait_dpkg_lock 2", sudo=False,
                                          env={"DPKG_LOCK_FILES": str(lock)})
-        assert done.rc == 1 and f"still held after 2s by process {holder.pid}" in done.stderr
+        assert done.rc == 1 and f"still held by process {holder.pid} (python" in done.stderr
+        assert "after 2s: " in done.stderr and "import fcntl" in done.stderr and "run again" in done.stderr
     finally:
         holder.kill()
         holder.wait()

@@ -70,8 +70,9 @@ def test_new_boot_id_counts_even_if_marker_survived(op) -> None:
 
 def test_host_that_never_comes_back_is_unreachable_with_time_waited(op) -> None:
     reconnect = reconnects(*[ConnectionRefusedError("refused")] * 200)
-    with pytest.raises(HostUnreachable, match=r"did not come back .* within 6\ds after reboot \(x\)"):
+    with pytest.raises(HostUnreachable, match=r"did not come back .* within 6\ds after reboot \(x\)") as raised:
         op.apply(context(ScriptedConnection([BEFORE]), reconnect), plan("reboot", "", reason="x", timeout=60))
+    assert "disk passphrase" in str(raised.value) and "run `provision up` again" in str(raised.value)
 
 
 def test_changed_host_key_is_not_retried(op) -> None:

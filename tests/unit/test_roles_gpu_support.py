@@ -57,8 +57,8 @@ class Rendered:
 
 def renderer(host_facts: HostFacts, registered: dict[str, Any] | None = None, **host_vars: Any) -> Renderer:
     play = site_play()
-    variables = {**play.defaults, **play.vars, **host_vars, **REGISTERED, **(registered or {}),
-                 "facts": host_facts.as_vars(), "inventory_hostname": "laptop"}
+    variables = {**play.defaults, **play.vars, "notified_handlers": [], **host_vars, **REGISTERED,
+                 **(registered or {}), "facts": host_facts.as_vars(), "inventory_hostname": "laptop"}
     return Renderer(make_environment(play.template_dirs), variables)
 
 

@@ -72,6 +72,7 @@ def run(project: Path, **options) -> dict:
     extra_vars = options.pop("extra_vars", {})
     inventory = load_inventory(project / "inventory.yaml")
     plays = load_playbook(project / "playbooks/site.yaml")
+    options.setdefault("handlers_dir", str(project / "host-state/handlers"))
     config = RunConfig(options=RunOptions(**options), extra_vars=extra_vars, lock=False)
     result = Runner(inventory, config, SilentReporter()).run(plays)
     return result.document()["hosts"]["here"] | {"_result": result}
@@ -148,3 +149,23 @@ def test_failure_names_task_and_command_and_stops_the_host(project: Path):
     assert [t["name"] for t in failed] == ["broken step"]
     assert "exit code 7" in failed[0]["error"] and "the reason" in failed[0]["error"]
     assert "never reached" not in [t["name"] for t in host["tasks"]]
+
+
+def test_a_handler_that_did_not_run_is_run_by_the_next_run(project: Path):
+    """A change notified a handler that did not run (here it failed; a killed run is the same):
+    the next run finds the change made and notifies nothing, yet runs the handler (kept on the host
+    as pending), once; then it is forgotten. Before: the handler was lost."""
+    write(project / "roles/files/handlers.yaml", """
+        - name: reload app
+          command: {cmd: "test -e {{ target }}/can-reload && echo reloaded >> {{ target }}/reloads"}
+    """)
+    first = run(project)
+    assert first["failed"] == 1 and not (project / "target/reloads").exists()
+    assert list((project / "host-state/handlers").iterdir()), "the pending handler is kept on the host"
+    (project / "target/can-reload").touch()
+    second = run(project)
+    assert changed_tasks(second) == ["reload app"] and second["failed"] == 0
+    assert (project / "target/reloads").read_text() == "reloaded\n"
+    assert not list((project / "host-state/handlers").iterdir())
+    third = run(project)
+    assert third["changed"] == 0 and third["round_trips"] == 1

@@ -156,7 +156,7 @@ class VllmReleaseOperation(Operation):
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, ReleasePlan) and plan.args and plan.release and plan.live
         args = plan.args
-        guard = UpgradeGuard(args.layout(), args.endpoint(), args.ready_timeout, args.smoke_timeout)
+        guard = UpgradeGuard(args.layout(), args.endpoint(), args.ready_timeout, args.smoke_timeout, args.smoke_vision)
         deployer = Deployer(host_runner(ctx.conn, f"deploy {args.name}"), args.layout(), verify_on(ctx, args), guard)
         if plan.acknowledge:
             deployer.write_record(replace(plan.live.record, note=None))

@@ -23,6 +23,7 @@ GUARD = "provision-guard-vllm"
 RECORD = "/var/lib/provision/vllm/release.json"
 SLOW_START = ["--gpus", "all", "--ipc=host", "-e", "STANDIN_READY_DELAY=20"]
 NEVER_READY = ["--gpus", "all", "--ipc=host", "-e", "STANDIN_READY_DELAY=900"]
+SLOW_START_2 = ["--gpus", "all", "--ipc=host", "-e", "STANDIN_READY_DELAY=21"]  # told apart in the unit
 
 
 def health(laptop: Laptop) -> str:
@@ -51,10 +52,12 @@ def kill_during_swap(laptop: Laptop, marker: str) -> float:
         run.wait(timeout=30)
         laptop.runs.append(Run(run.returncode, log.read_text(), "", None))  # searched for secrets too
     killed = time.monotonic()
-    while time.monotonic() - killed < 150 and health(laptop) != "200":
+    # the guard decides (it may find a healthy release failing its smoke checks and restore the old)
+    while time.monotonic() - killed < 240 and laptop.host.exec(f"systemctl is-active --quiet {GUARD}")[0] == 0:
+        time.sleep(1)
+    while time.monotonic() - killed < 300 and health(laptop) != "200":
         time.sleep(1)
     answered = time.monotonic() - killed
-    time.sleep(3)  # the guard records the outcome just after the endpoint answers
     print("guard:", laptop.host.exec(f"journalctl -u {GUARD} --no-pager -o cat | tail -20; "
                                      "ls -la /var/lib/provision/vllm/guard; cat /var/lib/provision/run.holder.json; "
                                      "ps -eo pid,ppid,args | grep -E 'bash -s|guard|sleep 1' | grep -v grep")[1])
@@ -98,6 +101,28 @@ def test_killed_during_a_failing_upgrade_the_previous_release_is_restored_and_re
     laptop.set_vars(vllm_docker_run_options=SLOW_START)  # back to what serves: the next run only reports
     after = laptop.up("after-guard-restored", "--tags", SERVING)
     reported = after.returncode == 0 and "upgrade guard restored" in after.output
+    figures.faults.append(reported)
+    assert reported, after.output
+
+
+def test_killed_during_an_upgrade_that_is_healthy_but_answers_wrong_the_guard_restores_the_previous(
+        served, laptop, vllm_images, figures):
+    """/health is not enough: the `wrong-vision` stand-in (tests/standins/vllm/openai_requests.py)
+    becomes healthy and answers text, but names the wrong colour, as a model served with a broken
+    vision tower or a wrong chat template does. The guard runs the run's own smoke checks and
+    restores the previous release. Before: it kept any release whose /health answered."""
+    laptop.set_vars(vllm_docker_run_options=SLOW_START)
+    good_image = sh(laptop.host, "docker inspect -f '{{.Config.Image}}' vllm")
+    laptop.set_vars(vllm_image=vllm_images["wrong-vision"], vllm_docker_run_options=SLOW_START_2)
+    answered_after = kill_during_swap(laptop, "STANDIN_READY_DELAY=21")
+    figures.kills.append(health(laptop) == "200")
+    assert health(laptop) == "200", f"no endpoint {answered_after:.0f} s after the controller was killed"
+    assert sh(laptop.host, "docker inspect -f '{{.Config.Image}}' vllm") == good_image, "the previous release"
+    reason = record(laptop)["last_failed"]["reason"]
+    assert "restored" in reason and "smoke check failed: vision" in reason and "does not contain 'red'" in reason
+    laptop.set_vars(vllm_docker_run_options=SLOW_START)  # back to what serves: the next run only reports
+    after = laptop.up("after-guard-smoke", "--tags", SERVING)
+    reported = after.returncode == 0 and "upgrade guard restored" in after.output and "does not contain" in after.output
     figures.faults.append(reported)
     assert reported, after.output
 

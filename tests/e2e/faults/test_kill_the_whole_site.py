@@ -1,0 +1,259 @@
+"""The whole site (playbooks/site.yaml) on a fresh lab laptop (stand-in RTX 5090 with nouveau at boot,
+so the driver needs a real reboot), as a kill chain: run k is SIGKILLed (the controller's whole
+process group, a power cut of the laptop running `provision`) once k tasks have finished, on the
+host that runs 1..k-1 left behind. Before each long task a run is also killed inside it (started
+once what the killed runs left running on the host has ended; killed when the sign is seen, with
+the task before the long one as its last finished): the driver's apt install (apt-get/dpkg working
+on the driver's packages), the reboot wait (the host down), the weights download (part of a file
+fetched), the image pull (layers arriving), the readiness wait (vLLM started, not ready), the smoke
+checks. The chain ends when a run is not killed (it finished); then one more run must change nothing.
+
+Proven: every kill point was reached (each is a task line, or the inside-task sign, seen in that
+run's output or on the host before the kill, and no task of that run had failed); each run after a
+kill goes past the point where the previous one died, without a failed task; the last converges with
+vLLM serving (the release's smoke checks passed) and a rerun changes nothing. Not proven: that a
+kill at a boundary k, followed at once by a full run, converges for every k on its own (the chain
+proves it for the state the earlier kills left; one host per boundary would need ~80 fresh laptops,
+far past CI's budget); processes the controller started on the host are not killed with it (a real
+controller's power cut leaves them too): the dpkg-interrupted case is test_killed_run.py.
+"""
+
+# the serving laptop's fixtures are imported by name (pytest finds them so), and tests take them as
+# arguments: ruff would call each a redefinition
+# ruff: noqa: F811
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.e2e.faults.test_kill_at_every_boundary import TASK_LINE, run_and_kill
+from tests.e2e.helpers import REPO, provision
+from tests.e2e.test_serving import HF_TOKEN, MIB, Laptop, hub_endpoint, sh, vllm_images  # noqa: F401
+from tests.lab import LabHost
+from tests.standins.hub.cli import RunningHub, start_hub
+from tests.standins.hub.server import HubOptions
+from tests.standins.nvidia import HostTraits
+
+MAX_RUNS = 150
+
+
+@pytest.fixture(scope="module")
+def slow_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningHub]:
+    """The stand-in hub at 1 MiB/s: the 4 MiB of weights take seconds, long enough to be cut."""
+    running = start_hub(tmp_path_factory.mktemp("slow-hub") / "repo", shard_size=2 * MIB, shards=2,
+                        options=HubOptions(token=HF_TOKEN, throttle_bytes_per_s=MIB))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def site_laptop(gpu_host, gpu_inventory, vllm_images, slow_hub, tmp_path_factory) -> Laptop:
+    host = gpu_host(HostTraits(nouveau_at_boot=True), prefix="site")
+    base = {"hf_endpoint": hub_endpoint(slow_hub), "hf_token": HF_TOKEN, "vllm_image": vllm_images["ok"],
+            "vllm_ready_timeout": 180, "smoke_timeout": 60, "nvidia_reboot": "auto",
+            # ready 6 s after start: the readiness wait lasts long enough to be cut
+            "vllm_docker_run_options": ["--gpus", "all", "--ipc=host", "-e", "STANDIN_READY_DELAY=6"]}
+    return Laptop(host, tmp_path_factory.mktemp("site"), gpu_inventory, base)
+
+
+def site_tasks(inventory) -> list[str]:
+    """The site's tasks in order, as "role: task" (what a task's output line names)."""
+    listed = subprocess.run([sys.executable, "-m", "provision", "up", str(inventory), "--list-tasks"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout
+    return [f"{m.group(1)}: {m.group(2)}" for m in re.finditer(r"^ {6}(\w+) : (.+?) {4}TAGS:", listed, re.M)]
+
+
+def host_shows(host: LabHost, command: str) -> bool:
+    try:
+        return host.exec(command)[0] == 0
+    except Exception:  # the container is down (rebooting): not what was asked
+        return False
+
+
+SEEN: list[str] = []  # what an inside sign saw on the host (shown when a kill point is wrong)
+
+
+def host_saw(host: LabHost, command: str) -> bool:
+    try:
+        rc, output = host.exec(command)
+    except Exception:
+        return False
+    if rc == 0:
+        SEEN.append(output.strip())
+    return rc == 0
+
+
+def host_down(host: LabHost) -> bool:
+    try:
+        return host.exec("true")[0] != 0
+    except Exception:
+        return True
+
+
+def one_task_past(host: str, tasks: list[str], last: str, last_static: str) -> Callable[[list[str]], bool]:
+    """The kill point one task past where the previous run was killed (`last`): the run finished
+    `last` and then one more task, or a task of the site beyond `last_static` (the last site task
+    seen; `last` may be a handler, which a run whose handlers already ran no longer prints). Counted
+    by name, not by line: a handler's line comes and goes between runs."""
+    line = re.compile(TASK_LINE.format(host=re.escape(host)))
+    beyond = set(tasks[tasks.index(last_static) + 1:]) if last_static else set(tasks)
+
+    def due(lines: list[str]) -> bool:
+        finished = [m.group(2) for text in lines if (m := line.match(text))]
+        return (not last and bool(finished)) or (last in finished[:-1]) or any(f in beyond for f in finished)
+    return due
+
+
+def wait_until_quiet(host: LabHost, timeout: float = 300) -> None:
+    """Until what a killed run left running on the host has ended: its scripts (`bash -s`, as the
+    tool runs them) and what they started (apt-get, dpkg, curl). A killed controller does not stop
+    them, as a real one's power cut would not."""
+    deadline = time.monotonic() + timeout
+    while host_shows(host, "pgrep -f '^(bash -s|(/usr/bin/)?(apt-get|dpkg|curl) )' >/dev/null"):
+        assert time.monotonic() < deadline, "processes of a killed run still running after 300 s"
+        time.sleep(0.5)
+
+
+@dataclass
+class Inside:
+    """A moment inside a long task: `sign(host, output_lines)` holds only while the task is in flight."""
+
+    what: str
+    task: str
+    sign: Callable[[LabHost, list[str]], bool]
+
+
+def output_says(pattern: str) -> Callable[[LabHost, list[str]], bool]:
+    found = re.compile(pattern)
+    return lambda host, lines: any(found.search(line) for line in lines[-5:])
+
+
+INSIDE = [
+    Inside("the driver's apt install", "nvidia_driver: NVIDIA open driver installed and held",
+           # apt-get installing the driver's packages, or dpkg unpacking one (other tasks run apt-get too)
+           lambda host, lines: host_saw(host, "pgrep -af '^(/usr/bin/)?(apt-get .*install.*nvidia|dpkg .*nvidia)'")),
+    Inside("the reboot wait", "nvidia_driver: reboot for the NVIDIA driver",
+           lambda host, lines: output_says(r"\| waiting for the reboot")(host, lines) and (
+               host_down(host) or host_shows(host, "test ! -e /run/provision/boot-marker"))),
+    Inside("the weights download", "model: model weights downloaded and verified",
+           output_says(r"\| downloading \S+ .*: [1-9]\d* of \d+ MiB")),
+    Inside("the image pull", "model: vLLM image pulled", output_says(r"\| pulling \S+: ")),
+    Inside("the readiness wait", "vllm: vLLM service released and checked",
+           output_says(r"\| waiting for vllm: ")),
+    Inside("the smoke checks", "vllm: vLLM service released and checked", output_says(r"\| smoke checks of vllm")),
+]
+
+
+def test_the_whole_site_killed_at_every_task_boundary_and_inside_its_long_tasks_converges(site_laptop, figures):
+    laptop, host = site_laptop, site_laptop.host
+    inventory = laptop.inventory
+    tasks = site_tasks(inventory)
+    assert {inside.task for inside in INSIDE} <= set(tasks), "a long task was renamed"
+    pending = list(INSIDE)
+    log: list[str] = []
+    kills: list[str] = []
+    started = time.monotonic()
+    boundary, last, last_static = 1, "", ""
+    for _ in range(MAX_RUNS):
+        # the task the next boundary run finishes last, and the one after it
+        nxt = tasks[tasks.index(last) + 1] if last in tasks[:-1] else (tasks[0] if not last else "")
+        after = tasks[tasks.index(nxt) + 1] if nxt in tasks[:-1] else ""
+        while pending and pending[0].task == after:
+            inside = pending.pop(0)
+            wait_until_quiet(host)  # the sign must be this run's, not a killed run's leftover
+            run = run_and_kill(inventory, host.name, when=lambda lines, inside=inside: inside.sign(host, lines))
+            assert run.killed, f"{inside.what}: the run ended before it:\n{run.output[-3000:]}"
+            assert not run.failed, run.output[-3000:]
+            assert run.finished[-1:] == [nxt], \
+                f"{inside.what}: killed after {run.finished[-1:]}, not inside {inside.task!r}; seen {SEEN[-1:]}"
+            kills.append(f"inside {inside.what}")
+            log.append(f"killed inside {inside.what} ({run.seconds:.1f} s)")
+        run = run_and_kill(inventory, host.name, when=one_task_past(host.name, tasks, last, last_static))
+        log.append(f"run {boundary}: {'killed after' if run.killed else 'ended after'} "
+                   f"{run.finished[-1] if run.finished else '-'} ({run.seconds:.1f} s)")
+        assert not run.failed, f"{run.failed} failed after {len(kills)} kills:\n{run.output[-4000:]}"
+        if not run.killed:
+            break
+        kills.append(f"after {run.finished[-1]}")
+        last, boundary = run.finished[-1], boundary + 1
+        last_static = last if last in tasks else last_static
+    else:
+        raise AssertionError(f"no run finished in {MAX_RUNS} runs")
+    print(f"\n{len(kills)} kills ({len(INSIDE) - len(pending)} inside long tasks) in "
+          f"{time.monotonic() - started:.0f} s:\n  " + "\n  ".join(log))
+    assert not pending, f"never reached: {[inside.what for inside in pending]}"
+    again = provision("up", str(inventory), json_path=laptop.tmp / "again.json")
+    converged = again.returncode == 0 and again.host(host.name)["changed"] == 0
+    figures.kills.extend([converged] * len(kills))
+    assert converged, again.output[-4000:]
+    assert sh(host, "systemctl is-active vllm") == "active"
+    assert sh(host, "dpkg --audit; echo audited") == "audited", "dpkg left half-configured packages"
+
+
+CACHE = "/var/lib/provision/huggingface"
+DOWNLOADING = re.compile(r"\| downloading \S+ .*: [1-9]\d* of \d+ MiB")
+
+
+def test_a_disk_filled_during_the_weights_download_is_named_and_a_rerun_after_freeing_converges(site_laptop, figures):
+    """A small filesystem over the model cache (a 6 MiB tmpfs: the plan's free-space check passes),
+    filled by another writer while the 4 MiB of weights arrive. Before: curl's "(23) Failure
+    writing output". vLLM keeps serving from the cache folder it was started with."""
+    laptop, host = site_laptop, site_laptop.host
+    sh(host, f"mount -t tmpfs -o size=6m provision-test-small {CACHE}")
+    try:
+        def fill_the_disk() -> None:
+            sh(host, f"head -c 3M /dev/zero > {CACHE}/other-writer || true")
+
+        run = run_and_kill(laptop.inventory, host.name, "--tags", "model", "--json-file", str(laptop.tmp / "full.json"),
+                           when=lambda lines: any(DOWNLOADING.search(line) for line in lines[-3:]),
+                           instead=fill_the_disk)
+        error = re.sub(r"\s+", " ", run.output)  # the terminal wraps long lines
+        named = re.search(rf"not enough disk space for \S+ in {CACHE}/\S+ \(filesystem provision-test-small mounted "
+                          rf"on {CACHE}\): (\d+) bytes free, (\d+) bytes needed", error)
+        clear = run.injected and bool(run.failed) and named is not None and int(named[1]) < int(named[2])
+        figures.faults.append(clear)
+        print(named[0] if named else error[-3000:])
+        assert clear, error[-3000:]
+        # nothing half-written counts as done: no snapshot, no manifest, every blob whole or a .part
+        assert sh(host, f"find {CACHE} -name '*.manifest' -o -path '*/refs/*' -type f | wc -l") == "0"
+        sh(host, f"rm -f {CACHE}/other-writer")  # space freed
+        rerun = laptop.up("disk-freed", "--tags", "model")
+        assert rerun.returncode == 0, rerun.output
+        again = laptop.up("disk-freed-again", "--tags", "model")
+        assert again.returncode == 0 and again.host(host.name)["changed"] == 0, again.output
+    finally:
+        host.exec(f"umount {CACHE}")
+
+
+def test_an_ssh_connection_reset_mid_download_is_reported_unreachable_naming_the_task_and_a_rerun_converges(
+        site_laptop, figures):
+    """The host's sshd processes of the run's connection are killed (the TCP connection closes) while
+    the weights download (into an empty cache) is in flight."""
+    laptop, host = site_laptop, site_laptop.host
+    sh(host, f"mount -t tmpfs -o size=64m provision-test-empty {CACHE}")
+    try:
+        def reset_the_connection() -> None:
+            sh(host, "for pid in $(pgrep -f '^sshd: [a-z]+'); do kill -KILL $pid; done; true")
+
+        started = time.monotonic()
+        run = run_and_kill(laptop.inventory, host.name, "--tags", "model",
+                           when=lambda lines: any(DOWNLOADING.search(line) for line in lines[-3:]),
+                           instead=reset_the_connection, timeout=120)
+        took = time.monotonic() - started
+        clear = (run.injected and "unreachable" in run.output
+                 and "model weights downloaded and verified" in run.output.split("unreachable", 1)[1][:600])
+        figures.faults.append(clear)
+        print(f"ended {took:.0f} s after start:\n" + "\n".join(run.output.splitlines()[-8:]))
+        assert clear, run.output[-3000:]
+        rerun = laptop.up("after-reset", "--tags", "model")
+        assert rerun.returncode == 0, rerun.output
+        again = laptop.up("after-reset-again", "--tags", "model")
+        assert again.returncode == 0 and again.host(host.name)["changed"] == 0, again.output
+    finally:
+        host.exec(f"umount {CACHE}")
