@@ -17,16 +17,10 @@ from tests.standins.nvidia import (
 )
 from tests.standins.nvidia.host_traits import INTEL_IGPU, gpu_pci_device
 
-# the facts probe's loop over /sys/bus/pci/devices, pointed at the fake tree
-PCI_NVIDIA_LOOP = r"""
-for _dev in "$1"/*; do
-  [ -r "$_dev/vendor" ] || continue
-  { read -r _vendor < "$_dev/vendor"; } 2>/dev/null || continue
-  [ "$_vendor" = 0x10de ] || continue
-  { read -r _class < "$_dev/class"; read -r _device < "$_dev/device"; } 2>/dev/null
-  case $_class in 0x03*) echo "${_dev##*/} $_vendor $_device $_class" ;; esac
-done
-"""
+# the facts probe's own loop over /sys/bus/pci/devices (read from probe.sh), pointed at the fake tree
+PROBE = (Path(__file__).resolve().parents[2] / "provision/facts/probe.sh").read_text()
+PCI_NVIDIA_LOOP = (PROBE.split("  section pci-nvidia\n", 1)[1].split("\nfi\n", 1)[0]
+                   .replace("/sys/bus/pci/devices/*", '"$1"/*'))
 
 
 def test_fake_pci_tree_reads_like_sysfs(tmp_path: Path) -> None:
