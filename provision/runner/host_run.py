@@ -60,7 +60,7 @@ class HostState:
     lock_confirmed: bool = False
     opening: Future[Connection] | None = None
     # handlers an earlier run notified and never ran, by play (runner/pending_handlers.py)
-    pending_handlers: dict[str, list[str]] = field(default_factory=dict)
+    pending_handlers: dict[str, list[str]] | None = None  # None: not read yet in this run
 
     def open_early(self, pool: Executor) -> None:
         """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
@@ -153,11 +153,13 @@ class PlayOnHost:
         if self.state.confirm_lock():
             # read while another run still held the host (--wait-lock): read it again under the lock
             self.cache.invalidate()
+            self.state.pending_handlers = None
             self.gather_facts_and_states(tasks)
         key = pending_handlers.play_key(self.play.name)
-        left_over = [n for n in self.state.pending_handlers.get(key, []) if n in {h.name for h in self.play.handlers}]
+        pending = (self.state.pending_handlers or {}).get(key, [])
+        left_over = [n for n in pending if n in {h.name for h in self.play.handlers}]
         self.notified.extend(n for n in left_over if n not in self.notified)
-        self.persisted.update(self.state.pending_handlers.get(key, []))
+        self.persisted.update(pending)
         if left_over:
             self.gather_missing_facts([h for h in self.play.handlers if h.name in left_over])
         for index, task in enumerate(tasks):
@@ -169,7 +171,7 @@ class PlayOnHost:
         if ran and self.persisted and not self.options.check:
             self.run_on_host(pending_handlers.clear_script(key, self.options.handlers_dir),
                              "forget the handlers that ran")
-            self.state.pending_handlers.pop(key, None)
+            (self.state.pending_handlers or {}).pop(key, None)
         return ran
 
     def interrupted(self, task: Task) -> bool:
@@ -196,14 +198,17 @@ class PlayOnHost:
         missing = wanted if known is None else frozenset() if known.gathered is None else \
             None if wanted is None else wanted - known.gathered
         facts_probe = probe_for(missing) if missing is None or missing else ""
-        pending_probe = pending_handlers.read_snippet(self.options.handlers_dir)
+        # every play's pending handlers are read at once, in the host's first round trip of the run
+        pending_probe = "" if self.state.pending_handlers is not None else \
+            pending_handlers.read_snippet(self.options.handlers_dir)
         self.cache.fill(self.state.connection(), [facts_probe, pending_probe, *self.probe_ahead(tasks)])
         if facts_probe:
             gathered = facts_from(self.cache.get(facts_probe), self.state.name)
             self.state.facts = gathered if known is None else known.merged(gathered)
         elif known is None:
             self.state.facts = HostFacts(gathered=frozenset())
-        self.state.pending_handlers = pending_handlers.parse(self.cache.get(pending_probe))
+        if pending_probe:
+            self.state.pending_handlers = pending_handlers.parse(self.cache.get(pending_probe))
 
     def gather_missing_facts(self, tasks: list[Task]) -> None:
         """The facts these tasks read that were not gathered (a killed run's left-over handlers, known

@@ -123,6 +123,7 @@ def served(laptop: Laptop) -> dict[str, Any]:
     key = sh(laptop.host, f"cat {KEY_FILE}") if first.returncode == 0 else ""
     start_1 = started_at(laptop.host) if first.returncode == 0 else ""
     second = laptop.up("second")
+    assert first.returncode == 0 and second.returncode == 0, (first.output + second.output)[-6000:]
     return {"check": check, "first": first, "second": second, "key": key, "start_1": start_1,
             "start_2": started_at(laptop.host)}
 
