@@ -36,6 +36,7 @@ TRANSIENT_ERRORS = (
 )
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 CHUNK = 65536
+EOF_AFTER_EXIT_S = 2.0
 
 
 UPLOAD_CHUNK = 1024 * 1024
@@ -233,6 +234,7 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
     deadline = time.monotonic() + timeout if timeout else None
     out, err = bytearray(), bytearray(early_stderr)
     pending = ""
+    exited_at = 0.0
     channel.settimeout(0.2)
     while True:
         progressed = False
@@ -249,7 +251,15 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
             err += channel.recv_stderr(CHUNK)
             progressed = True
         if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
-            break
+            # sshd sends exit-status when it reaps the command, and the last of its output after that,
+            # then EOF (OpenSSH session.c: session_exit_message; seen as a probe cut short at random,
+            # and in ManageIQ/integration_tests#6816): the output is whole only at EOF. A background
+            # process that kept stdout open never lets EOF come: wait for it a short while only.
+            if channel.eof_received or channel.closed:
+                break
+            exited_at = exited_at or time.monotonic()
+            if time.monotonic() - exited_at > EOF_AFTER_EXIT_S:
+                break
         if channel.closed:  # the transport went away under us (closed by the silence watchdog, or reset)
             raise HostUnreachable("the connection was lost while a command ran")
         if deadline and time.monotonic() > deadline:
