@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # provision facts probe: what the machine is, in one round trip.
 #
 # Output: sections, each a line `@@section NAME` followed by that section's raw output (always
@@ -121,6 +122,7 @@ fi
 # the driver's packages as dpkg knows them: "STATUS PACKAGE VERSION" (none: installed outside apt)
 if want nvidia-packages; then
   section nvidia-packages
+  # shellcheck disable=SC2016 # dpkg-query's own ${field} format, not a shell expansion
   have dpkg-query && emit dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' -- \
     'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 'linux-objects-nvidia-*' 'linux-signatures-nvidia-*' \
     'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*'

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # wait_dpkg_lock TIMEOUT: wait (bounded) while a process holds a dpkg/apt lock, printing
 # `dpkg_lock=SECONDS_WAITED<TAB>PID<TAB>COMMAND LINE` every 5 s (the apt operation shows it as
 # progress); past TIMEOUT, fail naming the holder (pid, process name, command line). dpkg and apt

@@ -23,7 +23,7 @@ if ! flock -w "${GRACE_S:-2}" 9; then
   fi
 fi
 tmp=$(mktemp -- "$holder.XXXXXX")
-printf '%s, "lock_pid": %s}\n' "$HOLDER" "$$" > "$tmp"
+printf '%s, "lock_pid": %s}\n' "${HOLDER:?set by run_lock.py: this run as JSON}" "$$" > "$tmp"
 chmod 0644 -- "$tmp"
 mv -f -- "$tmp" "$holder"
 echo "lock=taken"

@@ -1,9 +1,10 @@
 #!/bin/bash
-# Install what the test lab needs on a Debian 12 machine, and make sure dockerd runs.
+# Install what the test lab (and the unit tests: shellcheck) need on a Debian 12 machine, and make
+# sure dockerd runs.
 # Idempotent: installs only missing packages; starts dockerd only if `docker info` fails.
 set -euo pipefail
 packages=(debootstrap slirp4netns docker.io docker-registry busybox-static openssh-client zstd
-          iptables util-linux dpkg-dev gnupg)
+          iptables util-linux dpkg-dev gnupg shellcheck)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")

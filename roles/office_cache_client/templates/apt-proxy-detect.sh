@@ -7,6 +7,7 @@ proxy=""
 eval "$(apt-config shell proxy Provision::OfficeCache::Proxy)"
 address=${proxy#http://}
 address=${address%%/*}
+# shellcheck disable=SC2016 # $0 and $1 are the inner bash's arguments, expanded there
 if [ -n "$proxy" ] && timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "${address%:*}" "${address##*:}" 2>/dev/null; then
   echo "$proxy"
 else

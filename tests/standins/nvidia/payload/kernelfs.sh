@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # kernelfs.sh: shell functions included (at build time) by the stand-ins that simulate kernel state.
 # A lab host shares this machine's kernel, so a stand-in "module" can only become visible in sysfs or
 # procfs by mounting a tmpfs over the directory (/sys/module, /proc/driver) that carries the real
