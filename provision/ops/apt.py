@@ -298,7 +298,7 @@ class AptOperation(Operation):
         # wait for the dpkg lock ourselves first, showing who holds it (apt-get waits silently)
         steps.insert(0, f"{dpkg_lock_script()}\nwait_dpkg_lock {DPKG_LOCK_TIMEOUT_S}")
         command = Command(script="\n".join(steps), description="apt: " + "; ".join(summary))
-        return AptPlan(changed=changed, needs_apply=not changed, commands=[command], summary="; ".join(summary),
+        return AptPlan(changed=changed, steps=[command], summary="; ".join(summary),
                        detect_upgrade=bool(upgrade_unknown) and not changed)
 
     def _package_changes(

@@ -222,7 +222,7 @@ class AptRepositoryOperation(Operation):
                                 data=wanted.encode() if sources_write else None,
                                 description=f"{'write ' + args.sources_path + ', ' if sources_write else ''}"
                                             "apt-get update"))
-        return Plan(changed=True, commands=commands, summary="; ".join(summary) + "; apt-get update",
+        return Plan(changed=True, steps=commands, summary="; ".join(summary) + "; apt-get update",
                     diff=text_diff(args.sources_path, current, wanted) if current != wanted else "")
 
     def _plan_absent(self, args: AptRepositoryArgs, current: str | None, fields: dict[str, str]) -> Plan:
@@ -230,7 +230,7 @@ class AptRepositoryOperation(Operation):
             return Plan.ok(f"{args.sources_path} is absent")
         script = (f"rm -f -- {quote(args.sources_path)}\nrm -f -- {quote(args.keyring_path)}\n"
                   f"{APT_UPDATE}")
-        return Plan(changed=True, commands=[Command(script=script, description=f"remove {args.sources_path}")],
+        return Plan(changed=True, steps=[Command(script=script, description=f"remove {args.sources_path}")],
                     summary=f"remove {args.sources_path} and {args.keyring_path}; apt-get update",
                     diff=text_diff(args.sources_path, current, None) if current is not None else "")
 
@@ -247,4 +247,4 @@ class AptRepositoryOperation(Operation):
         ])
         was = f" (was {installed})" if installed and status.startswith("ii") else ""
         summary = f"install {package} {version}{was} from {args.keyring_package_url}; apt-get update"
-        return Plan(changed=True, commands=[Command(script=script, description=summary)], summary=summary)
+        return Plan(changed=True, steps=[Command(script=script, description=summary)], summary=summary)

@@ -1,14 +1,23 @@
 """What every operation is: a pure function from (arguments, facts, probed state) to a Plan.
 
 An operation module defines one `Operation` subclass and registers it with `@register`. The runner:
-1. validates a task's arguments into the operation's `Args` model (pydantic, unknown keys refused);
+1. renders a task's arguments, lets the operation `prepare` them (a template's file rendered into
+   its content) and validates them into the operation's `Args` model (pydantic, unknown keys refused);
 2. asks `probe(args)` for a shell snippet that prints the state the operation needs; the snippets of
    many tasks are joined into one remote script, so a converged host costs one round trip for all;
 3. calls `plan(args, facts, probe_output)`: pure, no I/O, unit-tested on recorded outputs;
-4. in check mode reports the plan; otherwise calls `apply(ctx, plan)`, which by default runs the
-   plan's commands in order (each one round trip) and stops at the first failure.
-Operations that must wait or talk to the host in between (reboot, wait_for, pulls with progress)
-override `apply`.
+4. in check mode reports the plan; otherwise, when the plan has steps, calls `apply(ctx, plan)`,
+   which by default runs the plan's commands in order (each one round trip) and stops at the first
+   failure. A plan without steps is never applied.
+
+The contract that keeps check mode exact: a plan's `steps` are exactly what apply does, in order. A
+step is a `Command` (a shell script apply runs) or an `Action` (work the operation does itself in
+Python: an SFTP copy, a poll, a deploy with its checks), so a plan never hides work behind a
+placeholder command. `changed` says whether the steps change the host (a wait or a check has steps
+and changes nothing; a change always has steps); the runner counts a change from the outcome apply
+returns (`ApplyResult.changed`, which is `changed` unless apply found out, as apt's "upgrade if
+newer" does) and reports the outcome's `summary` when apply says what it did ("pulled X (digest)").
+Plans are never modified after planning.
 """
 
 from __future__ import annotations
@@ -33,26 +42,36 @@ class OpArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
 
+@dataclass(frozen=True)
+class Action:
+    """A step the operation's own `apply` performs in Python rather than as one shell script: what
+    it does, said as check mode lists it (the default apply refuses a plan that holds one)."""
+
+    description: str
+
+
+Step = Command | Action
+
+
 @dataclass
 class Plan:
-    """What an operation would do on this host, exactly; `changed` is False when nothing would.
-
-    `needs_apply` marks work that must run although it changes nothing (waiting for a port, an apt
-    cache refresh on its own): the runner applies a plan when `wants_apply`, and counts it as a
-    change only when `changed`.
-    """
+    """What an operation would do on this host, exactly: `steps` are what apply runs (none when the
+    host is as wanted); `changed` is whether they change it (a wait or a re-check does not)."""
 
     changed: bool
-    commands: list[Command] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     summary: str = ""
     diff: str = ""
     result: dict[str, Any] = field(default_factory=dict)
-    needs_apply: bool = False
+
+    def __post_init__(self) -> None:
+        if self.changed and not self.steps:
+            raise ValueError(f"a plan that changes the host names its steps: {self.summary!r}")
 
     @property
-    def wants_apply(self) -> bool:
-        """Whether the runner (outside check mode) must call apply."""
-        return self.changed or self.needs_apply
+    def commands(self) -> list[Command]:
+        """The shell steps, in order."""
+        return [step for step in self.steps if isinstance(step, Command)]
 
     @classmethod
     def ok(cls, summary: str = "", **result: Any) -> Plan:
@@ -61,9 +80,11 @@ class Plan:
 
 @dataclass
 class ApplyResult:
-    """What apply did: stdout/rc of the last command are kept for `register`."""
+    """What apply did: whether it changed the host, what to report ("" keeps the plan's summary),
+    and the stdout/rc of the last command, kept for `register`."""
 
     changed: bool
+    summary: str = ""
     stdout: str = ""
     stderr: str = ""
     rc: int = 0
@@ -103,6 +124,16 @@ class Operation:
     #: only these and the templates' are gathered, and reading another one raises FactNotGathered
     reads_facts: ClassVar[frozenset[str]] = frozenset()
 
+    def template_files(self, args: dict[str, Any]) -> list[Any]:
+        """The role templates a task's (not yet rendered) arguments name; the facts they read are
+        gathered with the task's own."""
+        return []
+
+    def prepare(self, rendered: dict[str, Any], render_file: Callable[[str], str]) -> dict[str, Any]:
+        """The rendered arguments, completed with what must be rendered before the probe (`template`
+        renders its file into `content`); by default unchanged."""
+        return rendered
+
     def arguments(self, rendered: dict[str, Any]) -> Any:
         """A task's rendered arguments as this operation's `Args`; TaskFailed naming every problem."""
         try:
@@ -119,7 +150,11 @@ class Operation:
         raise NotImplementedError
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        """Run the plan's commands in order; the first failure raises CommandFailed."""
+        """Run the plan's commands in order; the first failure raises CommandFailed. An operation
+        whose plans hold an `Action` does that work in its own apply."""
+        actions = [step.description for step in plan.steps if isinstance(step, Action)]
+        if actions:
+            raise TypeError(f"{self.name} planned {actions} but has no apply that performs them")
         last = None
         for command in plan.commands:
             last = ctx.conn.run_command(command)

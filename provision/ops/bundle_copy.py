@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle
@@ -99,10 +99,10 @@ class BundleCopyOperation(Operation):
             return Plan.ok(f"{len(args.files)} files of the bundle on the host ({total / MIB:.1f} MiB)")
         needed = sum(f.size - started for f, started in missing)
         resumed = sum(started for _, started in missing)
-        return CopyPlan(changed=True, args=args, missing=missing,
-                        summary=f"copy {len(missing)} of {len(args.files)} bundle files to {args.dest} "
-                                f"({needed / MIB:.1f} MiB" + (f", resuming after {resumed / MIB:.1f} MiB" if resumed
-                                                              else "") + ")")
+        summary = (f"copy {len(missing)} of {len(args.files)} bundle files to {args.dest} ({needed / MIB:.1f} MiB"
+                   + (f", resuming after {resumed / MIB:.1f} MiB" if resumed else "") + ")")
+        return CopyPlan(changed=True, args=args, missing=missing, summary=summary,
+                        steps=[Action(f"{summary}: over SFTP into each .part, sha256-checked on the host, renamed")])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, CopyPlan) and plan.args is not None

@@ -100,4 +100,4 @@ class CommandOperation(Operation):
         env = {key: value.reveal() if isinstance(value, Secret) else value for key, value in args.env.items()}
         summary = f"run: {REDACTOR(first_line(args.cmd))}"
         return Plan(changed=True, summary=summary,
-                    commands=[Command(script=script, description=summary, env=env, timeout=args.timeout)])
+                    steps=[Command(script=script, description=summary, env=env, timeout=args.timeout)])

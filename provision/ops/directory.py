@@ -49,15 +49,15 @@ class DirectoryOperation(Operation):
         if args.state == "absent":
             if not current.exists:
                 return Plan.ok(f"{args.path} is absent")
-            return Plan(changed=True, commands=[self._remove(args.path)], summary=f"remove {args.path}")
+            return Plan(changed=True, steps=[self._remove(args.path)], summary=f"remove {args.path}")
         if not current.exists:
-            return Plan(changed=True, commands=[self._create(args)], summary=f"create {args.path}")
+            return Plan(changed=True, steps=[self._create(args)], summary=f"create {args.path}")
         changes = attribute_changes(current, args.owner, args.group, args.mode)
         if not changes:
             return Plan.ok(f"{current.path} is up to date")
         return Plan(
             changed=True,
-            commands=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
+            steps=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
             summary=f"{current.path}: " + ", ".join(changes),
         )
 

@@ -186,7 +186,8 @@ class DockerImageOperation(Operation):
             result = image_result(args.image, fields)
             return Plan.ok(f"{args.image} present ({result['digest'] or result['id']})", **result)
         why = "forced" if fields.get("present") == "1" else "not present"
-        return PullPlan(changed=True, commands=[pull_command(args.image)], summary=f"pull {args.image} ({why})",
+        inspect = Command(script=inspect_script(args.image), description=f"docker image inspect {args.image}")
+        return PullPlan(changed=True, steps=[pull_command(args.image), inspect], summary=f"pull {args.image} ({why})",
                         image=args.image, result={"image": args.image, "digest": "", "id": "", "pinned": ""})
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
@@ -203,10 +204,10 @@ class DockerImageOperation(Operation):
         if pulled.rc != 0:
             reason = progress.error or (pulled.stderr.strip() or pulled.stdout.strip())[-400:]
             raise TaskFailed(f"docker pull {plan.image} failed (exit {pulled.rc}): {reason}")
-        inspected = ctx.conn.run(inspect_script(plan.image), sudo=True)
+        inspected = ctx.conn.run_command(plan.commands[1])
         fields = parse_fields(inspected.stdout)
         if fields.get("present") != "1":
             raise TaskFailed(f"{plan.image} was pulled but docker does not show it: {inspected.stdout[-300:]}")
         result = image_result(plan.image, fields)
-        plan.summary = f"pulled {plan.image} ({result['digest'] or result['id']})"
-        return ApplyResult(changed=True, result=result)
+        return ApplyResult(changed=True, summary=f"pulled {plan.image} ({result['digest'] or result['id']})",
+                           result=result)

@@ -60,14 +60,14 @@ class DockerLoadOperation(Operation):
             return Plan.ok(", ".join(f"{i.reference} present ({i.id[:19]})" for i in args.images))
         commands = [Command(script=f"docker load --quiet --input {quote(posixpath.join(args.dir, i.file))}",
                             description=f"docker load {i.file}", timeout=3600) for i in loads]
-        return LoadPlan(changed=True, commands=commands, args=args,
+        check = Command(script=inspect_lines(args.images), description="the image ids after the load")
+        return LoadPlan(changed=True, steps=[*commands, check], args=args,
                             summary="load " + ", ".join(f"{i.reference} ({i.id[:19]}) from the bundle" for i in loads))
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, LoadPlan) and plan.args is not None
-        super().apply(ctx, plan)
         args = plan.args
-        found = parse_records(ctx.conn.run(inspect_lines(args.images), sudo=True).stdout, "id")
+        found = parse_records(super().apply(ctx, plan).stdout, "id")  # the last step: the ids
         for image, have in zip(args.images, found, strict=False):
             if have != image.id:
                 raise TaskFailed(f"after docker load, {image.reference} is {have or 'absent'}, not the bundle's "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, register
 
 
 class FailArgs(OpArgs):
@@ -21,6 +21,3 @@ class FailOperation(Operation):
 
     def plan(self, args: FailArgs, facts: Any, state: str) -> Plan:
         raise TaskFailed(args.msg)
-
-    def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        raise TaskFailed(plan.summary or "failed")

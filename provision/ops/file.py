@@ -1,7 +1,7 @@
 """`file` and `template`: a file's content, owner, group and mode, or its absence.
 
-`template` is `file` whose content comes from a Jinja template: the runner renders `src` and passes the
-text as `content` before probing and planning (when both are present, `content` wins). Content given
+`template` is `file` whose content comes from a Jinja template: its `prepare` renders `src` into
+`content` before probing and planning (when both are given, the rendered `src` wins). Content given
 as a Secret, or with `secret: true`, never shows in a diff; other diffs have secret values masked.
 A new file defaults to 0644, or 0600 when it is secret or holds any secret value.
 Without `content`, `state: present` only makes sure the file exists (empty if new) with the attributes.
@@ -9,6 +9,7 @@ Without `content`, `state: present` only makes sure the file exists (empty if ne
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from provision.errors import InputError
@@ -92,7 +93,7 @@ class FileOperation(Operation):
         if not current.exists:
             return Plan(
                 changed=True,
-                commands=[self._write(args, current, data or b"")],
+                steps=[self._write(args, current, data or b"")],
                 summary=f"create {current.path}",
                 diff=content_diff(current, data or b"", args.is_secret),
             )
@@ -100,14 +101,14 @@ class FileOperation(Operation):
         if data is not None and sha256_hex(data) != current.sha256:
             return Plan(
                 changed=True,
-                commands=[self._write(args, current, data)],
+                steps=[self._write(args, current, data)],
                 summary=", ".join([f"update {current.path}", *attributes]),
                 diff=content_diff(current, data, args.is_secret),
             )
         if attributes:
             return Plan(
                 changed=True,
-                commands=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
+                steps=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
                 summary=f"{current.path}: " + ", ".join(attributes),
             )
         return Plan.ok(f"{current.path} is up to date")
@@ -124,7 +125,7 @@ class FileOperation(Operation):
         require_regular_file(current)
         return Plan(
             changed=True,
-            commands=[Command(script=f"rm -f -- {quote(args.dest)}", description=f"remove {args.dest}")],
+            steps=[Command(script=f"rm -f -- {quote(args.dest)}", description=f"remove {args.dest}")],
             summary=f"remove {args.dest}",
             diff=content_diff(current, None, args.is_secret),
         )
@@ -136,6 +137,13 @@ class TemplateOperation(FileOperation):
 
     name = "template"
     Args = TemplateArgs
+
+    def template_files(self, args: dict[str, Any]) -> list[Any]:
+        return [args["src"]] if "src" in args else []
+
+    def prepare(self, rendered: dict[str, Any], render_file: Callable[[str], str]) -> dict[str, Any]:
+        """`src` rendered into `content`, before the probe (the content decides the plan)."""
+        return {**rendered, "content": render_file(rendered["src"])} if "src" in rendered else rendered
 
     def plan(self, args: TemplateArgs, facts: Any, state: str) -> Plan:  # type: ignore[override]
         if args.content is None and args.state == "present":

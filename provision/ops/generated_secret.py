@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.scripting import atomic_write_script, probe_block
 from provision.secrets import Secret
@@ -62,7 +62,8 @@ class GeneratedSecretOperation(Operation):
             if value:
                 return Plan.ok(f"{args.path} kept", value=Secret(value), generated=False)
         return GeneratePlan(changed=True, summary=f"generate a new secret into {args.path}",
-                            commands=[Command(script=":", description=f"write {args.path}")],
+                            steps=[Action(f"generate a random secret (in this process) and write it to {args.path}, "
+                                          f"mode {args.mode}")],
                             result={"value": PLACEHOLDER, "generated": True}, args=args)
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
@@ -71,6 +72,6 @@ class GeneratedSecretOperation(Operation):
         value = args.prefix + secrets.token_urlsafe(args.length)
         script = atomic_write_script(args.path, mode=args.mode or "0600", owner_group="root:root", create_parent=True)
         ctx.conn.run_command(Command(script=script, data=(value + "\n").encode(), description=f"write {args.path}"))
-        plan.summary = (f"generated a new secret into {args.path} (root, mode {args.mode}); "
-                        f"read it there: sudo cat {args.path}")
-        return ApplyResult(changed=True, result={"value": value, "generated": True}, reveal=value)
+        return ApplyResult(changed=True, summary=f"generated a new secret into {args.path} (root, mode {args.mode}); "
+                                                 f"read it there: sudo cat {args.path}",
+                           result={"value": value, "generated": True}, reveal=value)

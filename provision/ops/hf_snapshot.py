@@ -244,7 +244,7 @@ class HfSnapshotOperation(Operation):
             message = api_failure(args, status, "", "")
             return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} (file list not read: "
                                 f"{message})", result={**result, "commit": ""}, args=args,
-                                commands=[Command(script=f"echo {quote(message)} >&2; exit 1",
+                                steps=[Command(script=f"echo {quote(message)} >&2; exit 1",
                                                   description=f"download {args.repo}")])
         if status == "404" and args.endpoint.startswith("file://"):
             # a bundle copied by an earlier task of the run (check mode on a fresh host): the download
@@ -252,7 +252,7 @@ class HfSnapshotOperation(Operation):
             message = api_failure(args, status, "", "")
             return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} from "
                                 f"{args.endpoint} (its file list is not there yet)", result={**result, "commit": ""},
-                                args=args, commands=[Command(script=f"echo {quote(message)} >&2; exit 1",
+                                args=args, steps=[Command(script=f"echo {quote(message)} >&2; exit 1",
                                                              description=f"download {args.repo}")])
         if status != "200":
             raise TaskFailed(api_failure(args, status or "", _b64(fields.get("api_error", "")), body))
@@ -276,7 +276,7 @@ class HfSnapshotOperation(Operation):
             summary = f"link the snapshot of {args.repo}@{commit[:12]} (all files present)"
         command = Command(script=download_script(args, commit, files, missing), data=manifest(files),
                           description=f"download {args.repo}@{commit[:12]}")
-        return DownloadPlan(changed=True, commands=[command], summary=summary, result=result, args=args,
+        return DownloadPlan(changed=True, steps=[command], summary=summary, result=result, args=args,
                             commit=commit, files=files, missing=missing)
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:

@@ -105,7 +105,7 @@ class JsonMergeOperation(Operation):
                 return Plan.ok(f"{current.path} already has these settings")
             return Plan(
                 changed=True,
-                commands=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
+                steps=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
                 summary=f"{current.path}: " + ", ".join(changes),
             )
         command = write_file_command(current, render_json(merged).encode(), owner=args.owner,
@@ -114,7 +114,7 @@ class JsonMergeOperation(Operation):
         before = render_json(existing) if current.exists else None
         return Plan(
             changed=True,
-            commands=[command],
+            steps=[command],
             summary=f"{'update' if current.exists else 'create'} {current.path}" + (f": {keys}" if keys else ""),
             diff=text_diff(current.path, before, render_json(merged)),
         )

@@ -21,7 +21,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exp
 
 from provision import interrupt
 from provision.errors import HostDidNotComeBack, HostKeyRefused
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
 from provision.ops.fields import AbsolutePath
 from provision.shell import Command, parse_fields, quote
 
@@ -74,7 +74,8 @@ class RebootOperation(Operation):
     def plan(self, args: RebootArgs, facts: Any, state: str) -> Plan:
         because = f" ({args.reason})" if args.reason else ""
         command = Command(script=reboot_script(args.marker_path), description=f"reboot{because}")
-        return RebootPlan(changed=True, commands=[command], summary=f"reboot{because}", args=args)
+        wait = Action(f"wait up to {args.timeout:g}s until the host answers from a new boot")
+        return RebootPlan(changed=True, steps=[command, wait], summary=f"reboot{because}", args=args)
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, RebootPlan) and plan.args is not None

@@ -54,7 +54,7 @@ class SystemdOperation(Operation):
         unit_arg = quote(args.name)
         script = "\n".join(self._step_script(step, unit_arg) for step in steps)
         summary = f"{', '.join(steps)} {args.name}"
-        return Plan(changed=True, commands=[Command(script=script, description=f"systemctl: {summary}")],
+        return Plan(changed=True, steps=[Command(script=script, description=f"systemctl: {summary}")],
                     summary=summary)
 
     def _steps(self, args: SystemdArgs, unit: dict[str, str]) -> list[str]:

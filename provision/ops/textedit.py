@@ -37,12 +37,12 @@ def plan_text_edit(
             return Plan.ok(f"{current.path} is up to date")
         return Plan(
             changed=True,
-            commands=[set_attributes_command(current.path, owner, group, mode)],
+            steps=[set_attributes_command(current.path, owner, group, mode)],
             summary=f"{current.path}: " + ", ".join(changes),
         )
     return Plan(
         changed=True,
-        commands=[write_file_command(current, new_text.encode(), owner=owner, group=group, mode=mode,
+        steps=[write_file_command(current, new_text.encode(), owner=owner, group=group, mode=mode,
                                      description=f"edit {current.path}")],
         summary=f"{current.path}: {what}",
         diff=text_diff(current.path, old_text if current.exists else None, new_text),

@@ -99,15 +99,15 @@ class VerifyOperation(Operation):
         what = args.msg.strip().splitlines()[0] if args.msg.strip() else first_line(args.cmd)
         command = Command(script=check_script(args), description=f"verify: {first_line(args.cmd)}",
                           timeout=args.timeout + 30)
-        return VerifyPlan(changed=False, needs_apply=True, commands=[command],
+        return VerifyPlan(changed=False, steps=[command],
                           summary=f"checked again in the run; not true yet: {what}", args=args)
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        if not isinstance(plan, VerifyPlan) or plan.args is None:
-            return ApplyResult(changed=False, result=dict(plan.result))
+        assert isinstance(plan, VerifyPlan) and plan.args is not None
         result = ctx.conn.run_command(plan.commands[0], check=False)
         rc, output = parse_check(result.stdout)
         if rc != 0:
             raise TaskFailed(describe_failure(plan.args, rc, output or result.stderr.strip()))
-        plan.summary = success_summary(plan.args, output)  # the report, as for a check that passed at once
-        return ApplyResult(changed=False, stdout=output, result={"output": output})
+        # the report, as for a check that passed at once
+        return ApplyResult(changed=False, summary=success_summary(plan.args, output), stdout=output,
+                           result={"output": output})

@@ -1,7 +1,7 @@
 """`wait_for`: wait until a TCP port accepts connections or a URL answers, checked from the host itself.
 
 Waiting is never a change: when the probe already sees the port/URL up the plan has nothing to do;
-otherwise it is `changed=False` with `needs_apply`, and apply polls (one round trip per check,
+otherwise it is `changed=False` with the check as its step, and apply polls with it (one round trip per check,
 every `interval` seconds) reporting elapsed/total progress, failing after `timeout` seconds with
 the last thing it saw. The port check uses bash's /dev/tcp; the URL check uses curl on the host.
 """
@@ -96,13 +96,13 @@ class WaitForOperation(Operation):
     def plan(self, args: WaitForArgs, facts: Any, state: str) -> Plan:
         if parse_fields(state).get("up") == "1":
             return Plan.ok(f"{args.target} is up")
-        command = Command(script=check_script(args), description=f"check {args.target}")
-        return WaitPlan(changed=False, needs_apply=True, commands=[command],
+        command = Command(script=check_script(args), description=f"check {args.target} every {args.interval:g}s "
+                                                                 f"until it is up, {args.timeout:g}s at most")
+        return WaitPlan(changed=False, steps=[command],
                         summary=f"wait up to {args.timeout:g}s for {args.target}", args=args)
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        if not isinstance(plan, WaitPlan) or plan.args is None:
-            return ApplyResult(changed=False, result=dict(plan.result))
+        assert isinstance(plan, WaitPlan) and plan.args is not None
         args = plan.args
         started = self.clock()
         while True:

@@ -233,17 +233,18 @@ class PlayOnHost:
         for task in tasks:
             if task.when is not None and not self.may_run(task, renderer):
                 continue
+            op = REGISTRY[task.op]
             values: list[Any] = [task.args, *(_as_template(w) for w in _conditions(task.when)),
                                  *(_as_template(w) for w in _conditions(task.changed_when))]
-            if task.op == "template" and "src" in task.args:
-                source = self.template_source(task.args["src"])
+            for name in op.template_files(task.args):
+                source = self.template_source(name)
                 if source is None:
                     return None
                 values.append(source)
             read = facts_read(self.env, values, self.host_vars)
             if read is None:
                 return None
-            fields |= read | REGISTRY[task.op].reads_facts
+            fields |= read | op.reads_facts
         return frozenset(fields & FACT_FIELDS)
 
     def template_source(self, name: Any) -> str | None:
@@ -313,15 +314,16 @@ class PlayOnHost:
         plan = op.plan(args, self.state.facts, self.cache.get(snippet) if snippet else "")
         if plan.changed and not self.options.check:
             self.persist_notified(task)
-        applied = self.apply(op, plan) if not self.options.check and (plan.changed or plan.commands) else None
+        applied = self.apply(op, plan) if not self.options.check and plan.steps else None
         changed = applied.changed if applied else plan.changed
         if task.changed_when is not None:
             changed = renderer.condition(task.changed_when) if isinstance(task.changed_when, str) else task.changed_when
         if changed:
             self.notified.extend(n for n in task.notify if n not in self.notified)
         self.register(task, self.registered_value(plan, applied, changed))
-        return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK,
-                          summary=REDACTOR(plan.summary), diff=REDACTOR(plan.diff) if self.options.diff else "",
+        summary = applied.summary if applied and applied.summary else plan.summary
+        return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK, summary=REDACTOR(summary),
+                          diff=REDACTOR(plan.diff) if self.options.diff else "",
                           report=op.reports, data=_plain_data(_reported(plan, applied)) if op.reports else {},
                           reveal=applied.reveal if applied else "")
 
@@ -342,10 +344,7 @@ class PlayOnHost:
 
     def validate(self, task: Task, renderer: Renderer) -> Any:
         op = REGISTRY[task.op]
-        rendered = renderer.render(task.args)
-        if task.op == "template" and "src" in rendered:
-            rendered["content"] = renderer.render_file(rendered["src"])
-        return op.arguments(rendered)
+        return op.arguments(op.prepare(renderer.render(task.args), renderer.render_file))
 
     def probe_ahead(self, following: list[Task]) -> list[str]:
         """Probe snippets of the tasks after this one that can be rendered now (best effort)."""
@@ -374,8 +373,7 @@ class PlayOnHost:
         self.applying = True
         applied = op.apply(context, plan)
         self.applying = False
-        if applied.changed or plan.commands:
-            self.cache.invalidate()
+        self.cache.invalidate()  # it ran steps: what the probes read may have moved
         if op.refreshes_facts:
             state.facts = gather_facts(state.connection())
         return applied

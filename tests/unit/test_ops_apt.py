@@ -39,7 +39,7 @@ HELD_DRIVER = "pkg=nvidia-open\t580.95.05-1\thi \n"
 
 def test_installed_packages_are_converged_without_touching_the_cache() -> None:
     result = plan("apt", CURL + STALE, name=["curl"], update_cache=True)
-    assert not result.changed and not result.wants_apply and result.commands == []
+    assert not result.changed and not result.steps and result.commands == []
 
 
 def test_missing_package_installs_with_the_standard_options() -> None:
@@ -70,8 +70,8 @@ def test_fresh_cache_is_refreshed_when_a_package_has_no_candidate() -> None:
 
 def test_cache_refresh_alone_is_not_a_change() -> None:
     result = plan("apt", STALE, update_cache=True)
-    assert not result.changed and result.needs_apply
-    assert not plan("apt", FRESH, update_cache=True).wants_apply
+    assert not result.changed and result.steps
+    assert not plan("apt", FRESH, update_cache=True).steps
 
 
 def test_pinned_version_is_installed_and_allowed_to_downgrade() -> None:
@@ -141,13 +141,13 @@ def test_latest_with_a_known_newer_candidate_is_a_change() -> None:
     result = plan("apt", CURL + FRESH + "candidate=curl\t7.88.1-10+deb12u15\n", name=["curl"], state="latest")
     assert result.changed and "install 'curl'" in script_of(result)
     same = plan("apt", CURL + FRESH + "candidate=curl\t7.88.1-10+deb12u14\n", name=["curl"], state="latest")
-    assert not same.changed and not same.wants_apply
+    assert not same.changed and not same.steps
 
 
 def test_latest_with_a_stale_cache_reports_a_change_only_if_a_version_moved() -> None:
     state = CURL + STALE + "candidate=curl\t7.88.1-10+deb12u14\n"
     result = plan("apt", state, name=["curl"], state="latest", update_cache=True)
-    assert not result.changed and result.needs_apply
+    assert not result.changed and result.steps
     assert "provision_changed=1" in script_of(result)
     op = REGISTRY["apt"]
     moved = op.apply(context(ScriptedConnection([RunResult("provision_changed=1\n", "", 0)])), result)

@@ -26,7 +26,8 @@ def test_a_missing_secret_is_generated_written_0600_and_shown_once(tmp_path: Pat
     value = applied.result["value"]
     assert path.read_text() == f"{value}\n" and len(value) >= 40
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert value not in first.summary and f"sudo cat {path}" in first.summary
+    assert value not in applied.summary and f"sudo cat {path}" in applied.summary
+    assert first.summary == f"generate a new secret into {path}", "the plan is what check mode showed, unchanged"
     assert applied.reveal == value, "shown once, to a person at a terminal (the live view decides)"
     second = plan("generated_secret", probe_local("generated_secret", path=str(path)), path=str(path))
     assert not second.changed and second.result["value"].reveal() == value

@@ -11,7 +11,7 @@ def test_no_mirror_chooses_the_upstream_without_a_probe() -> None:
     result = plan("mirror_choice", "", component="hub", upstream="https://huggingface.co/")
     assert result.result["url"] == "https://huggingface.co"
     assert result.summary == "hub: https://huggingface.co (no office cache)"
-    assert not result.changed and not result.wants_apply
+    assert not result.changed and not result.steps
 
 
 def test_mirror_that_answers_is_chosen() -> None:

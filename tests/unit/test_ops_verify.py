@@ -13,7 +13,7 @@ from tests.unit.ops_support import LocalTestConnection, assert_commands_parse, c
 def test_a_passing_check_is_ok_and_reports_what_it_printed() -> None:
     state = probe_local("verify", cmd="echo 'NVIDIA GeForce RTX 5090 Laptop GPU, 580.95.05'")
     result = plan("verify", state, cmd="echo unused")
-    assert not result.changed and not result.wants_apply
+    assert not result.changed and not result.steps
     assert result.summary == "NVIDIA GeForce RTX 5090 Laptop GPU, 580.95.05"
 
 
@@ -25,7 +25,7 @@ def test_a_silent_passing_check_says_what_it_verified() -> None:
 def test_a_failing_deferred_check_waits_for_the_run() -> None:
     state = probe_local("verify", cmd="echo 'not yet' >&2; exit 3")
     result = plan("verify", state, cmd="nvcc --version | grep -q 'release 12.9'", msg="nvcc is not CUDA 12.9")
-    assert not result.changed and result.needs_apply
+    assert not result.changed and result.steps
     assert result.summary == "checked again in the run; not true yet: nvcc is not CUDA 12.9"
     assert_commands_parse(result)
 
@@ -40,11 +40,12 @@ def test_apply_checks_again_and_reports_the_result(tmp_path) -> None:
     marker = tmp_path / "driver-loaded"
     args = {"cmd": f"cat {marker}", "msg": "the driver is not loaded"}
     result = plan("verify", probe_local("verify", **args), **args)
-    assert result.needs_apply
+    assert result.steps
     marker.write_text("580.95.05\n")  # an earlier task of the run loaded it
     applied = REGISTRY["verify"].apply(context(LocalTestConnection()), result)
     assert not applied.changed and applied.stdout == "580.95.05"
-    assert result.summary == "580.95.05"
+    assert applied.summary == "580.95.05"
+    assert result.summary == "checked again in the run; not true yet: the driver is not loaded"
 
 
 def test_apply_fails_when_the_check_still_fails(tmp_path) -> None:
@@ -55,7 +56,7 @@ def test_apply_fails_when_the_check_still_fails(tmp_path) -> None:
 
 
 def test_the_check_runs_with_pipefail_and_is_bounded() -> None:
-    assert plan("verify", probe_local("verify", cmd="false | true"), cmd="x").needs_apply
+    assert plan("verify", probe_local("verify", cmd="false | true"), cmd="x").steps
     state = probe_local("verify", cmd="sleep 5", timeout=0.2)
     with pytest.raises(TaskFailed, match=r"timed out after 0\.2s"):
         plan("verify", state, cmd="sleep 5", timeout=0.2, defer=False)
@@ -68,6 +69,6 @@ def test_a_check_bash_cannot_parse_is_refused_before_any_host() -> None:
 
 def test_debug_reports_its_message_and_changes_nothing() -> None:
     result = plan("debug", "", msg="NVIDIA GPU found: 0000:01:00.0 [10de:2c58]\n")
-    assert not result.changed and not result.wants_apply and result.commands == []
+    assert not result.changed and not result.steps and result.commands == []
     assert result.summary == "NVIDIA GPU found: 0000:01:00.0 [10de:2c58]"
     assert REGISTRY["debug"].probe(make_args("debug", msg="x")) == ""

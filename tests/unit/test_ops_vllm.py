@@ -141,13 +141,31 @@ def test_a_deploy_walks_activate_ready_smoke_record() -> None:
     applied = REGISTRY["vllm_release"].apply(context(conn), result)
     assert applied.changed and applied.result["smoked"] is True
     assert applied.result["smoke"]["vision"]["answer"] == "Red."
-    assert "ready after 0s; text 0.20s 'Red.'" in result.summary
+    assert "ready after 0s; text 0.20s 'Red.'" in applied.summary
+    assert applied.summary.startswith(result.summary + "; ") and "ready" not in result.summary
     assert all(KEY not in script for script in conn.scripts), "the key travels only as payload"
+
+
+def test_the_guards_note_is_cleared_by_a_real_record_write() -> None:
+    release = make_args("vllm_release", **RELEASE_ARGS).release()
+    note = "the upgrade guard restored release x (the controller was gone)"
+    state = probe_output(Record(current=release.entry(), note=note), release.unit_text, release.env_text,
+                         key=release.key_text)
+    result = plan("vllm_release", state, **RELEASE_ARGS)
+    assert result.changed and note in result.summary
+    [write] = result.steps
+    written = json.loads(write.data or b"")
+    assert result.commands == [write] and written["current"] == release.entry() and "note" not in written
+    assert_bash_parses(write.script)
+    conn = ScriptedConnection([RunResult("", "", 0)])
+    applied = REGISTRY["vllm_release"].apply(context(conn), result)
+    assert applied.changed and conn.scripts == [write.script], "apply ran the plan's one step, nothing else"
 
 
 def test_smoke_is_never_a_change_but_always_runs() -> None:
     result = plan("vllm_smoke", "", **SERVICE_ARGS)
-    assert not result.changed and result.needs_apply and result.commands
+    assert not result.changed and result.steps and not result.commands, "its apply does the work, said as an Action"
+    assert result.steps[0].description == "wait for vllm to be ready, then the text and vision smoke checks"
 
 
 def test_rollback_needs_a_previous_release() -> None:

@@ -31,13 +31,13 @@ def op(monkeypatch):
 
 def test_already_up_is_ok_with_nothing_to_do() -> None:
     result = plan("wait_for", "up=1\n", port=8000)
-    assert not result.changed and not result.wants_apply and result.commands == []
+    assert not result.changed and not result.steps and result.commands == []
 
 
 def test_down_is_not_a_change_but_must_be_applied() -> None:
     result = plan("wait_for", "up=0\n", port=8000, timeout=60)
     assert not result.changed
-    assert result.needs_apply and result.wants_apply and result.commands
+    assert result.commands == result.steps != []
     assert result.summary == "wait up to 60s for 127.0.0.1:8000"
     assert_commands_parse(result)
 

@@ -65,10 +65,9 @@ def renderer(host_facts: HostFacts, registered: dict[str, Any] | None = None, **
 def render(task: Task, render_with: Renderer) -> Rendered:
     if task.when is not None and not render_with.condition(task.when):
         return Rendered(task, skipped=True)
-    arguments = render_with.render(task.args)
-    if task.op == "template":
-        arguments["content"] = render_with.render_file(arguments["src"])
-    return Rendered(task, skipped=False, args=REGISTRY[task.op].Args.model_validate(arguments))
+    op = REGISTRY[task.op]
+    arguments = op.prepare(render_with.render(task.args), render_with.render_file)
+    return Rendered(task, skipped=False, args=op.Args.model_validate(arguments))
 
 
 def render_tasks(host_facts: HostFacts, registered: dict[str, Any] | None = None, handlers: bool = False,

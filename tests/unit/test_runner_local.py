@@ -169,3 +169,26 @@ def test_a_handler_that_did_not_run_is_run_by_the_next_run(project: Path):
     assert not list((project / "host-state/handlers").iterdir())
     third = run(project)
     assert third["changed"] == 0 and third["round_trips"] == 1
+
+
+def test_a_check_that_waits_for_the_run_applies_without_a_change_and_reports_what_apply_found(project: Path):
+    """A plan with steps and `changed: false` is applied and not counted; the task's summary is the one
+    apply returned, while check mode showed the plan's own (nothing edits a plan after planning)."""
+    write(project / "roles/extra/tasks.yaml", """
+        - name: marker
+          command: {cmd: "echo 580.95.05 > {{ target }}/marker", creates: "{{ target }}/marker"}
+        - name: the marker says
+          verify: {cmd: "cat {{ target }}/marker"}
+    """)
+
+    def check_task(host: dict) -> dict:
+        return next(t for t in host["tasks"] if t["name"] == "the marker says")
+
+    predicted = run(project, check=True)
+    assert check_task(predicted)["status"] == "ok"
+    assert check_task(predicted)["summary"].startswith("checked again in the run; not true yet")
+    applied = run(project)
+    assert changed_tasks(predicted) == changed_tasks(applied)
+    assert check_task(applied)["status"] == "ok" and check_task(applied)["summary"] == "580.95.05"
+    again = run(project)
+    assert again["changed"] == 0 and check_task(again)["summary"] == "580.95.05" and again["round_trips"] == 1

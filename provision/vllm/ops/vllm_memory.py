@@ -61,5 +61,5 @@ class VllmMemoryOperation(Operation):
         text = Record(current=current, previous=record.previous, last_failed=record.last_failed).text()
         path = quote(f"{args.state_dir}/release.json")
         script = (f"tmp=$(mktemp {path}.XXXXXX)\ncat <&3 > \"$tmp\"\nchmod 0644 \"$tmp\"\nmv -f \"$tmp\" {path}")
-        return Plan(changed=False, needs_apply=True, summary=summary, result=result,
-                    commands=[Command(script=script, data=text.encode(), description="record vLLM's memory figures")])
+        return Plan(changed=False, summary=summary, result=result,
+                    steps=[Command(script=script, data=text.encode(), description="record vLLM's memory figures")])

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from provision.ops.base import ApplyContext, ApplyResult, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, register
 from provision.ops.scripting import probe_block, text_diff
 from provision.secrets import Secret
 from provision.shell import Command
@@ -34,6 +34,7 @@ from provision.vllm.release import (
     Release,
     differences,
     parse_live_state,
+    record_script,
     sha256_text,
     state_probe,
 )
@@ -136,9 +137,11 @@ class VllmReleaseOperation(Operation):
         result = {"release": release.id, "smoked": False}
         note = live.record.note
         if not reasons and note:  # the last run was cut off and the host's guard acted: say so, once
+            seen = replace(live.record, note=None)
+            write = Command(script=record_script(args.layout(), seen.kept_ids()), data=seen.text().encode(),
+                            description="record that the guard's note was seen")
             return ReleasePlan(changed=True, summary=f"release {release.id} serving; {note}", result=result,
-                               args=args, release=release, live=live, acknowledge=True,
-                               commands=[Command(script=":", description="record that the guard's note was seen")])
+                               args=args, release=release, live=live, acknowledge=True, steps=[write])
         if not reasons:
             return Plan.ok(f"release {release.id} serving ({args.image})", **result)
         if note:
@@ -151,16 +154,17 @@ class VllmReleaseOperation(Operation):
             diff += f"{args.api_key_file}: API key changed (secret)\n"
         return ReleasePlan(changed=True, summary=f"deploy release {release.id}{pending}: {'; '.join(reasons)}",
                            diff=diff, result=result, args=args, release=release, live=live,
-                           commands=[Command(script=":", description=f"deploy release {release.id}")])
+                           steps=[Action(f"deploy release {release.id}: stop {args.name}, swap its files in, start "
+                                         "it, wait for readiness, run the smoke checks; an upgrade that fails is "
+                                         "rolled back")])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, ReleasePlan) and plan.args and plan.release and plan.live
+        if plan.acknowledge:
+            return super().apply(ctx, plan)
         args = plan.args
         guard = UpgradeGuard(args.layout(), args.endpoint(), args.ready_timeout, args.smoke_timeout, args.smoke_vision)
         deployer = Deployer(host_runner(ctx.conn, f"deploy {args.name}"), args.layout(), verify_on(ctx, args), guard)
-        if plan.acknowledge:
-            deployer.write_record(replace(plan.live.record, note=None))
-            return ApplyResult(changed=True, result=dict(plan.result))
         checks = deployer.deploy(plan.release, plan.live)
-        plan.summary = f"{plan.summary}; {checks['summary']}"
-        return ApplyResult(changed=True, result={**plan.result, "smoked": True, **checks})
+        return ApplyResult(changed=True, summary=f"{plan.summary}; {checks['summary']}",
+                           result={**plan.result, "smoked": True, **checks})

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, register
 from provision.ops.scripting import probe_block
-from provision.shell import Command
 from provision.vllm.checks import host_runner
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
 from provision.vllm.release import Deployer, Record, describe_entry, parse_live_state, state_probe
@@ -44,12 +43,14 @@ class VllmRollbackOperation(Operation):
         current = describe_entry(record.current) if record.current else "no verified release"
         return RollbackPlan(changed=True, args=args, record=record,
                             summary=f"roll back from {current} to {describe_entry(record.previous)}",
-                            commands=[Command(script=":", description=f"roll back {args.name}")])
+                            steps=[Action(f"install the previous release of {args.name}, restart it, wait for "
+                                          "readiness, run the smoke checks; if they fail, start the current one "
+                                          "again")])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, RollbackPlan) and plan.args is not None and plan.record is not None
         deployer = Deployer(host_runner(ctx.conn, f"roll back {plan.args.name}"), plan.args.layout(),
                             verify_on(ctx, plan.args))
         checks = deployer.rollback(plan.record)
-        plan.summary = f"{plan.summary}; {checks['summary']}"
-        return ApplyResult(changed=True, result={"smoked": True, "release": plan.record.previous["id"], **checks})
+        return ApplyResult(changed=True, summary=f"{plan.summary}; {checks['summary']}",
+                           result={"smoked": True, "release": plan.record.previous["id"], **checks})

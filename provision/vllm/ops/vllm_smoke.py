@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from provision.ops.base import ApplyContext, ApplyResult, Operation, Plan, register
-from provision.shell import Command
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, register
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_running
 
 
@@ -30,12 +29,10 @@ class VllmSmokeOperation(Operation):
 
     def plan(self, args: VllmServiceArgs, facts: Any, state: str) -> Plan:
         checks = "text and vision" if args.smoke_vision else "text"
-        return SmokePlan(changed=False, needs_apply=True, args=args,
-                         summary=f"wait for {args.name} to be ready, then the {checks} smoke checks",
-                         commands=[Command(script=":", description=f"smoke checks of {args.name}")])
+        what = f"wait for {args.name} to be ready, then the {checks} smoke checks"
+        return SmokePlan(changed=False, args=args, summary=what, steps=[Action(what)])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, SmokePlan) and plan.args is not None
         checks = verify_running(ctx, plan.args)
-        plan.summary = checks["summary"]
-        return ApplyResult(changed=False, result=checks)
+        return ApplyResult(changed=False, summary=checks["summary"], result=checks)
