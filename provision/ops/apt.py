@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.dpkg_lock import dpkg_lock_script
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import run_streaming
@@ -222,7 +222,7 @@ class AptOperation(Operation):
     Args = AptArgs
     refreshes_facts = True  # drivers, docker and the like are facts
 
-    def probe(self, args: AptArgs) -> str:
+    def probe(self, args: AptArgs) -> Probe[AptState]:
         names = " ".join(quote(package) for package in [*(p for p, _ in args.specs), *args.replaces])
         parts = []
         if names:
@@ -234,10 +234,9 @@ class AptOperation(Operation):
                 parts.append(PROBE_NOT_INSTALLED.replace("NAMES", names))
             parts.append(PROBE_CANDIDATES)
         parts.append(PROBE_SYSTEM)
-        return probe_block("\n".join(parts))
+        return Probe(probe_block("\n".join(parts)), parse_state)
 
-    def plan(self, args: AptArgs, facts: Any, state: str) -> Plan:
-        current = parse_state(state)
+    def plan(self, args: AptArgs, facts: Any, current: AptState) -> Plan:
         packages = {name: current.packages.get(_bare(name)) for name, _ in args.specs}
         repair = current.dpkg_interrupted or any(pkg and pkg.half for pkg in packages.values())
         install, remove, upgrade_unknown = self._package_changes(args, current, packages)

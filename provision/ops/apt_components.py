@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import Field
 
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath
-from provision.ops.filestate import file_state_probe, parse_file_state, read_text_for_edit
+from provision.ops.filestate import FileState, file_state_probe, read_text_for_edit
 from provision.ops.textedit import plan_text_edit
 
 ONE_LINE = re.compile(r"^(?P<head>\s*deb\s+(?:\[[^\]]*\]\s+)?\S+\s+\S+)"  # deb [options] URI SUITE
@@ -75,11 +75,10 @@ class AptComponentsOperation(Operation):
     name = "apt_components"
     Args = AptComponentsArgs
 
-    def probe(self, args: AptComponentsArgs) -> str:
+    def probe(self, args: AptComponentsArgs) -> Probe[FileState]:
         return file_state_probe(args.path)
 
-    def plan(self, args: AptComponentsArgs, facts: Any, state: str) -> Plan:
-        current = parse_file_state(args.path, state)
+    def plan(self, args: AptComponentsArgs, facts: Any, current: FileState) -> Plan:
         if not current.exists:
             return Plan.ok(f"{args.path} is absent: nothing to add to")
         old_text = read_text_for_edit(current)

@@ -26,10 +26,10 @@ from urllib.parse import unquote, urlparse
 from pydantic import field_validator, model_validator
 
 from provision.ops.apt import APT_GET
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import StrList
-from provision.ops.scripting import atomic_write_script, probe_block, text_diff
-from provision.shell import Command, parse_fields, quote
+from provision.ops.scripting import atomic_write_script, fields_probe, text_diff
+from provision.shell import Command, quote
 
 SOURCES_DIR = "/etc/apt/sources.list.d"
 KEYRINGS_DIR = "/usr/share/keyrings"
@@ -176,19 +176,18 @@ class AptRepositoryOperation(Operation):
     reads_facts = frozenset({"arch"})  # the deb architecture when `architectures` is not given
     Args = AptRepositoryArgs
 
-    def probe(self, args: AptRepositoryArgs) -> str:
+    def probe(self, args: AptRepositoryArgs) -> Probe[dict[str, str]]:
         if args.keyring_package_url:
             package, _ = args.keyring_package_identity()
-            return probe_block(f"dpkg-query -W -f='keyring_package=${{Version}}\\t${{db:Status-Abbrev}}\\n' "
+            return fields_probe(f"dpkg-query -W -f='keyring_package=${{Version}}\\t${{db:Status-Abbrev}}\\n' "
                                f"-- {quote(package)}")
         sources, keyring = quote(args.sources_path), quote(args.keyring_path)
-        return probe_block(
+        return fields_probe(
             f'[ -f {sources} ] && echo "sources=$(base64 -w0 < {sources})"\n'
             f"[ -s {keyring} ] && echo \"keyring_sha256=$(sha256sum < {keyring} | cut -d' ' -f1)\""
         )
 
-    def plan(self, args: AptRepositoryArgs, facts: Any, state: str) -> Plan:
-        fields = parse_fields(state)
+    def plan(self, args: AptRepositoryArgs, facts: Any, fields: dict[str, str]) -> Plan:
         if args.keyring_package_url:
             return self._plan_keyring_package(args, fields)
         current = base64.b64decode(fields["sources"]).decode(errors="replace") if "sources" in fields else None

@@ -3,9 +3,11 @@
 An operation module defines one `Operation` subclass and registers it with `@register`. The runner:
 1. renders a task's arguments, lets the operation `prepare` them (a template's file rendered into
    its content) and validates them into the operation's `Args` model (pydantic, unknown keys refused);
-2. asks `probe(args)` for a shell snippet that prints the state the operation needs; the snippets of
-   many tasks are joined into one remote script, so a converged host costs one round trip for all;
-3. calls `plan(args, facts, probe_output)`: pure, no I/O, unit-tested on recorded outputs;
+2. asks `probe(args)` for a `Probe`: a shell snippet that prints the state the operation needs, and
+   the parser of that output into one typed value; the snippets of many tasks are joined into one
+   remote script, so a converged host costs one round trip for all;
+3. calls `plan(args, facts, state)` with the parsed value (None for an operation without a probe):
+   pure, no I/O, unit-tested on recorded outputs;
 4. in check mode reports the plan; otherwise, when the plan has steps, calls `apply(ctx, plan)`,
    which by default runs the plan's commands in order (each one round trip) and stops at the first
    failure. A plan without steps is never applied.
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -40,6 +42,19 @@ class OpArgs(BaseModel):
     """Base of every operation's arguments: unknown keys are an error, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+State = TypeVar("State")
+
+
+@dataclass(frozen=True)
+class Probe(Generic[State]):
+    """What an operation reads on the host: a shell snippet (spliced into the runner's shared probe
+    script; it prints `key=value` lines) and the parser of its output into what `plan` receives. A
+    parser that finds the output unusable raises TaskFailed quoting it."""
+
+    snippet: str
+    parse: Callable[[str], State]
 
 
 @dataclass(frozen=True)
@@ -142,11 +157,12 @@ class Operation:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or self.name}: {e['msg']}" for e in error.errors())
             raise TaskFailed(f"invalid arguments for {self.name}: {problems}") from error
 
-    def probe(self, args: Any) -> str:
-        """Shell snippet whose stdout `plan` parses; "" when the plan needs no state."""
-        return ""
+    def probe(self, args: Any) -> Probe[Any] | None:
+        """The snippet that reads what `plan` needs, and its parser; None when the plan needs no state."""
+        return None
 
-    def plan(self, args: Any, facts: HostFacts, state: str) -> Plan:
+    def plan(self, args: Any, facts: HostFacts, state: Any) -> Plan:
+        """The plan from the arguments, the facts and the probe's parsed state (None without a probe)."""
         raise NotImplementedError
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import posixpath
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle
@@ -60,6 +61,19 @@ def probe_script(args: BundleCopyArgs) -> str:
     return "\n".join(lines)
 
 
+def parse_sizes(expected: bool, output: str) -> dict[str, tuple[str, str]]:
+    """path -> (size of the file, size of its `.part`), "" where absent; TaskFailed when files were
+    asked about (`expected`) and none was answered."""
+    have: dict[str, tuple[str, str]] = {}
+    for record in parse_records(output, "have"):
+        path, _, sizes = record.partition("\t")
+        final, _, part = sizes.partition("\t")
+        have[path] = (final, part)
+    if expected and not have:
+        raise TaskFailed(f"the bundle probe printed nothing usable: {output.strip()[:200]!r}")
+    return have
+
+
 def finish_script(dest: str, bundle_file: BundleFile) -> str:
     """Hash the copied `.part` on the host; rename it into place only when it is the bundle's."""
     final = quote(posixpath.join(dest, bundle_file.path))
@@ -77,17 +91,10 @@ class BundleCopyOperation(Operation):
     name = "bundle_copy"
     Args = BundleCopyArgs
 
-    def probe(self, args: BundleCopyArgs) -> str:
-        return probe_block(probe_script(args))
+    def probe(self, args: BundleCopyArgs) -> Probe[dict[str, tuple[str, str]]]:
+        return Probe(probe_block(probe_script(args)), partial(parse_sizes, bool(args.files)))
 
-    def plan(self, args: BundleCopyArgs, facts: Any, state: str) -> Plan:
-        have: dict[str, tuple[str, str]] = {}
-        for record in parse_records(state, "have"):
-            path, _, sizes = record.partition("\t")
-            final, _, part = sizes.partition("\t")
-            have[path] = (final, part)
-        if args.files and not have:
-            raise TaskFailed(f"the bundle probe printed nothing usable: {state.strip()[:200]!r}")
+    def plan(self, args: BundleCopyArgs, facts: Any, have: dict[str, tuple[str, str]]) -> Plan:
         missing = []
         for bundle_file in args.files:
             final, part = have.get(bundle_file.path, ("", ""))

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import field_validator
 
-from provision.ops.base import OpArgs, Operation, Plan, register
-from provision.ops.scripting import probe_block
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.scripting import fields_probe
 from provision.secrets import REDACTOR, Secret
-from provision.shell import Command, parse_fields, quote
+from provision.shell import Command, quote
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -77,7 +77,7 @@ class CommandOperation(Operation):
     name = "command"
     Args = CommandArgs
 
-    def probe(self, args: CommandArgs) -> str:
+    def probe(self, args: CommandArgs) -> Probe[dict[str, str]] | None:
         body = []
         if args.creates:
             body.append(f"[ -e {quote(args.on_host(args.creates))} ] && echo creates_exists=1")
@@ -86,10 +86,10 @@ class CommandOperation(Operation):
         if args.unless:
             cd = f"cd -- {quote(args.chdir)} && " if args.chdir else ""
             body.append(f"( {cd}{{\n{args.unless}\n}} ) >/dev/null 2>&1\necho unless_rc=$?")
-        return probe_block("\n".join(body)) if body else ""
+        return fields_probe("\n".join(body)) if body else None
 
-    def plan(self, args: CommandArgs, facts: Any, state: str) -> Plan:
-        fields = parse_fields(state)
+    def plan(self, args: CommandArgs, facts: Any, state: dict[str, str] | None) -> Plan:
+        fields = state or {}
         if args.creates and fields.get("creates_exists") == "1":
             return Plan.ok(f"skipped: {args.creates} exists", skipped=True)
         if args.removes and fields.get("removes_missing") == "1":

@@ -21,5 +21,5 @@ class DebugOperation(Operation):
     Args = DebugArgs
     reports = True
 
-    def plan(self, args: DebugArgs, facts: Any, state: str) -> Plan:
+    def plan(self, args: DebugArgs, facts: Any, state: None) -> Plan:
         return Plan.ok(args.msg.strip())

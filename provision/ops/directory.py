@@ -13,9 +13,9 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
-from provision.ops.filestate import attribute_changes, file_state_probe, parse_file_state, set_attributes_command
+from provision.ops.filestate import FileState, attribute_changes, file_state_probe, set_attributes_command
 from provision.ops.scripting import chown_spec
 from provision.shell import Command, quote
 
@@ -39,11 +39,10 @@ class DirectoryOperation(Operation):
     name = "directory"
     Args = DirectoryArgs
 
-    def probe(self, args: DirectoryArgs) -> str:
+    def probe(self, args: DirectoryArgs) -> Probe[FileState]:
         return file_state_probe(args.path, want_content=False)
 
-    def plan(self, args: DirectoryArgs, facts: Any, state: str) -> Plan:
-        current = parse_file_state(args.path, state)
+    def plan(self, args: DirectoryArgs, facts: Any, current: FileState) -> Plan:
         if current.kind in ("file", "other"):
             raise TaskFailed(f"{current.path} exists and is not a directory ({current.kind})")
         if args.state == "absent":

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
@@ -81,6 +81,14 @@ elif out=$(docker image inspect --format {quote(template)} -- {quote(image)} 2>/
 then echo present=1; echo "id=${{out%% *}}"; echo "repo_digests=${{out#* }}"
 else echo present=0
 fi"""
+
+
+def parse_inspect(output: str) -> dict[str, str]:
+    """inspect_script's lines; TaskFailed when it said neither `present` nor that docker is missing."""
+    fields = parse_fields(output)
+    if fields.get("docker") != "missing" and "present" not in fields:
+        raise TaskFailed(f"the image probe printed nothing usable: {output.strip()[:200]!r}")
+    return fields
 
 
 def image_result(image: str, fields: dict[str, str]) -> dict[str, str]:
@@ -175,13 +183,10 @@ class DockerImageOperation(Operation):
     name = "docker_image"
     Args = DockerImageArgs
 
-    def probe(self, args: DockerImageArgs) -> str:
-        return probe_block(inspect_script(args.image))
+    def probe(self, args: DockerImageArgs) -> Probe[dict[str, str]]:
+        return Probe(probe_block(inspect_script(args.image)), parse_inspect)
 
-    def plan(self, args: DockerImageArgs, facts: Any, state: str) -> Plan:
-        fields = parse_fields(state)
-        if fields.get("docker") != "missing" and "present" not in fields:
-            raise TaskFailed(f"the image probe printed nothing usable: {state.strip()[:200]!r}")
+    def plan(self, args: DockerImageArgs, facts: Any, fields: dict[str, str]) -> Plan:
         if fields.get("present") == "1" and not args.force:
             result = image_result(args.image, fields)
             return Plan.ok(f"{args.image} present ({result['digest'] or result['id']})", **result)

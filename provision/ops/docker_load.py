@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import probe_block
 from provision.shell import Command, parse_records, quote
@@ -38,6 +39,14 @@ def inspect_lines(images: list[BundledImage]) -> str:
                      f'2>/dev/null)"' for i in images)
 
 
+def parse_ids(count: int, output: str) -> list[str]:
+    """The image id of each reference, in order ("" where absent); TaskFailed unless there are `count`."""
+    found = parse_records(output, "id")
+    if len(found) != count:
+        raise TaskFailed(f"the image probe printed nothing usable: {output.strip()[:200]!r}")
+    return found
+
+
 @dataclass
 class LoadPlan(Plan):
     args: DockerLoadArgs | None = None
@@ -48,13 +57,10 @@ class DockerLoadOperation(Operation):
     name = "docker_load"
     Args = DockerLoadArgs
 
-    def probe(self, args: DockerLoadArgs) -> str:
-        return probe_block(inspect_lines(args.images))
+    def probe(self, args: DockerLoadArgs) -> Probe[list[str]]:
+        return Probe(probe_block(inspect_lines(args.images)), partial(parse_ids, len(args.images)))
 
-    def plan(self, args: DockerLoadArgs, facts: Any, state: str) -> Plan:
-        found = parse_records(state, "id")
-        if len(found) != len(args.images):
-            raise TaskFailed(f"the image probe printed nothing usable: {state.strip()[:200]!r}")
+    def plan(self, args: DockerLoadArgs, facts: Any, found: list[str]) -> Plan:
         loads = [image for image, have in zip(args.images, found, strict=True) if have != image.id]
         if not loads:
             return Plan.ok(", ".join(f"{i.reference} present ({i.id[:19]})" for i in args.images))

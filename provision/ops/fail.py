@@ -19,5 +19,5 @@ class FailOperation(Operation):
     name = "fail"
     Args = FailArgs
 
-    def plan(self, args: FailArgs, facts: Any, state: str) -> Plan:
+    def plan(self, args: FailArgs, facts: Any, state: None) -> Plan:
         raise TaskFailed(args.msg)

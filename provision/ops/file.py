@@ -13,13 +13,12 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from provision.errors import InputError
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.filestate import (
     FileState,
     attribute_changes,
     file_state_probe,
-    parse_file_state,
     require_regular_file,
     set_attributes_command,
     sha256_hex,
@@ -76,7 +75,7 @@ class FileOperation(Operation):
     name = "file"
     Args = FileArgs
 
-    def probe(self, args: FileArgs) -> str:
+    def probe(self, args: FileArgs) -> Probe[FileState]:
         data = args.content_bytes()
         return file_state_probe(
             args.dest,
@@ -84,8 +83,7 @@ class FileOperation(Operation):
             unless_sha256=sha256_hex(data) if data is not None and not args.is_secret else None,
         )
 
-    def plan(self, args: FileArgs, facts: Any, state: str) -> Plan:
-        current = parse_file_state(args.dest, state)
+    def plan(self, args: FileArgs, facts: Any, current: FileState) -> Plan:
         if args.state == "absent":
             return self._plan_absent(args, current)
         require_regular_file(current)
@@ -145,7 +143,7 @@ class TemplateOperation(FileOperation):
         """`src` rendered into `content`, before the probe (the content decides the plan)."""
         return {**rendered, "content": render_file(rendered["src"])} if "src" in rendered else rendered
 
-    def plan(self, args: TemplateArgs, facts: Any, state: str) -> Plan:  # type: ignore[override]
+    def plan(self, args: TemplateArgs, facts: Any, current: FileState) -> Plan:  # type: ignore[override]
         if args.content is None and args.state == "present":
             raise InputError(f"template {args.src!r} was not rendered before planning", key="src")
-        return super().plan(args, facts, state)
+        return super().plan(args, facts, current)

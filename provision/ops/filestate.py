@@ -11,8 +11,10 @@ import base64
 import binascii
 import hashlib
 from dataclasses import dataclass
+from functools import partial
 
 from provision.errors import TaskFailed
+from provision.ops.base import Probe
 from provision.ops.scripting import atomic_write_script, chown_spec, probe_block
 from provision.shell import Command, parse_fields, quote
 
@@ -25,8 +27,8 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str | None = None) -> str:
-    """Probe printing `path`'s state; the content only when wanted and its sha256 is not the given one."""
+def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str | None = None) -> Probe[FileState]:
+    """`path`'s state (the content only when wanted and its sha256 is not the given one), parsed."""
     content_test = "[ -n \"$want\" ] && [ \"$size\" -le " + str(CONTENT_CAP) + " ]"
     if unless_sha256:
         content_test += f' && [ "$sha" != {quote(unless_sha256)} ]'
@@ -47,7 +49,7 @@ elif [ -e "$p" ]; then echo type=other
 else echo type=absent
 fi
 """
-    return probe_block(body)
+    return Probe(probe_block(body), partial(parse_file_state, path))
 
 
 @dataclass(frozen=True)

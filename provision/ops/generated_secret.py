@@ -15,12 +15,13 @@ import base64
 import binascii
 import secrets
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import Field
 
 from provision.errors import TaskFailed
-from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.scripting import atomic_write_script, probe_block
 from provision.secrets import Secret
@@ -41,26 +42,31 @@ class GeneratePlan(Plan):
     args: GeneratedSecretArgs | None = None
 
 
+def parse_secret(path: str, output: str) -> Secret | None:
+    """The secret the file holds (a Secret: masked from here on), None when it is absent or empty."""
+    fields = parse_fields(output)
+    if "value" not in fields:
+        raise TaskFailed(f"the probe of {path} printed nothing usable")
+    try:
+        value = base64.b64decode(fields["value"], validate=True).decode().strip()
+    except (binascii.Error, ValueError, UnicodeDecodeError) as error:
+        raise TaskFailed(f"{path} does not hold a readable secret ({error})") from error
+    return Secret(value) if value else None
+
+
 @register
 class GeneratedSecretOperation(Operation):
     name = "generated_secret"
     Args = GeneratedSecretArgs
 
-    def probe(self, args: GeneratedSecretArgs) -> str:
+    def probe(self, args: GeneratedSecretArgs) -> Probe[Secret | None]:
         path = quote(args.path)
-        return probe_block(f'if [ -s {path} ]; then echo "value=$(base64 -w0 < {path})"; else echo value=; fi')
+        return Probe(probe_block(f'if [ -s {path} ]; then echo "value=$(base64 -w0 < {path})"; else echo value=; fi'),
+                     partial(parse_secret, args.path))
 
-    def plan(self, args: GeneratedSecretArgs, facts: Any, state: str) -> Plan:
-        fields = parse_fields(state)
-        if "value" not in fields:
-            raise TaskFailed(f"the probe of {args.path} printed nothing usable")
-        if fields["value"]:
-            try:
-                value = base64.b64decode(fields["value"], validate=True).decode().strip()
-            except (binascii.Error, ValueError, UnicodeDecodeError) as error:
-                raise TaskFailed(f"{args.path} does not hold a readable secret ({error})") from error
-            if value:
-                return Plan.ok(f"{args.path} kept", value=Secret(value), generated=False)
+    def plan(self, args: GeneratedSecretArgs, facts: Any, kept: Secret | None) -> Plan:
+        if kept is not None:
+            return Plan.ok(f"{args.path} kept", value=kept, generated=False)
         return GeneratePlan(changed=True, summary=f"generate a new secret into {args.path}",
                             steps=[Action(f"generate a random secret (in this process) and write it to {args.path}, "
                                           f"mode {args.mode}")],

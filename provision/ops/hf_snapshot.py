@@ -34,7 +34,7 @@ from urllib.parse import quote as url_quote
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
@@ -183,6 +183,22 @@ def _b64(value: str) -> str:
         return ""
 
 
+@dataclass(frozen=True)
+class CacheState:
+    """What the probe read: its `key=value` fields, and the blobs present (etag or `etag.part` -> size)."""
+
+    fields: dict[str, str]
+    blobs: dict[str, str]
+
+
+def parse_cache_state(output: str) -> CacheState:
+    fields = parse_fields(output)
+    if "complete" not in fields:
+        raise TaskFailed(f"the weights probe printed nothing usable: {output.strip()[:200]!r}")
+    blobs = dict(record.split("\t", 1) for record in parse_records(output, "blob") if "\t" in record)
+    return CacheState(fields, blobs)
+
+
 def parse_file_list(body: str) -> tuple[str, list[RepoFile]]:
     """(commit, files) from the hub's model info with `?blobs=true`."""
     try:
@@ -223,13 +239,11 @@ class HfSnapshotOperation(Operation):
     name = "hf_snapshot"
     Args = HfSnapshotArgs
 
-    def probe(self, args: HfSnapshotArgs) -> str:
-        return probe_block(probe_script(args))
+    def probe(self, args: HfSnapshotArgs) -> Probe[CacheState]:
+        return Probe(probe_block(probe_script(args)), parse_cache_state)
 
-    def plan(self, args: HfSnapshotArgs, facts: Any, state: str) -> Plan:
-        fields = parse_fields(state)
-        if "complete" not in fields:
-            raise TaskFailed(f"the weights probe printed nothing usable: {state.strip()[:200]!r}")
+    def plan(self, args: HfSnapshotArgs, facts: Any, state: CacheState) -> Plan:
+        fields = state.fields
         local_commit, complete = fields.get("ref", ""), fields.get("complete") == "1"
         status = fields.get("api_status")
         result = {"repo": args.repo, "revision": args.revision}
@@ -260,7 +274,7 @@ class HfSnapshotOperation(Operation):
         result.update(commit=commit, snapshot=posixpath.join(args.storage, "snapshots", commit))
         if complete and local_commit == commit:
             return Plan.ok(f"{args.repo}@{commit[:12]} complete", **result)
-        blobs = dict(record.split("\t", 1) for record in parse_records(state, "blob") if "\t" in record)
+        blobs = state.blobs
         missing = [f for f in files if blobs.get(f.etag) != str(f.size)]
         resumable = sum(min(int(blobs.get(f"{f.etag}.part", "0") or 0), f.size) for f in missing)
         needed = sum(f.size for f in missing) - resumable

@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, model_validator
 
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
-from provision.ops.filestate import file_state_probe, parse_file_state, read_text_for_edit
+from provision.ops.filestate import FileState, file_state_probe, read_text_for_edit
 from provision.ops.textedit import join_lines, plan_text_edit, split_lines
 
 SECTION_HEADER = re.compile(r"^\s*\[([^\]]*)\]\s*$")
@@ -97,11 +97,10 @@ class IniOperation(Operation):
     name = "ini"
     Args = IniArgs
 
-    def probe(self, args: IniArgs) -> str:
+    def probe(self, args: IniArgs) -> Probe[FileState]:
         return file_state_probe(args.path)
 
-    def plan(self, args: IniArgs, facts: Any, state: str) -> Plan:
-        current = parse_file_state(args.path, state)
+    def plan(self, args: IniArgs, facts: Any, current: FileState) -> Plan:
         old_text = read_text_for_edit(current)
         if args.state == "absent" and not current.exists:
             return Plan.ok(f"{args.path} is absent")

@@ -15,12 +15,12 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from provision.errors import TaskFailed
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.filestate import (
+    FileState,
     attribute_changes,
     file_state_probe,
-    parse_file_state,
     read_text_for_edit,
     set_attributes_command,
     write_file_command,
@@ -92,11 +92,10 @@ class JsonMergeOperation(Operation):
     name = "json_merge"
     Args = JsonMergeArgs
 
-    def probe(self, args: JsonMergeArgs) -> str:
+    def probe(self, args: JsonMergeArgs) -> Probe[FileState]:
         return file_state_probe(args.path)
 
-    def plan(self, args: JsonMergeArgs, facts: Any, state: str) -> Plan:
-        current = parse_file_state(args.path, state)
+    def plan(self, args: JsonMergeArgs, facts: Any, current: FileState) -> Plan:
         existing = parse_json_object(current.path, read_text_for_edit(current))
         merged = merge_json(existing, reveal(args.data))
         if current.exists and _canonical(merged) == _canonical(existing):

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
-from provision.ops.filestate import file_state_probe, parse_file_state, read_text_for_edit
+from provision.ops.filestate import FileState, file_state_probe, read_text_for_edit
 from provision.ops.textedit import join_lines, plan_text_edit, split_lines
 from provision.secrets import Secret
 
@@ -77,11 +77,10 @@ class LineInFileOperation(Operation):
     name = "lineinfile"
     Args = LineInFileArgs
 
-    def probe(self, args: LineInFileArgs) -> str:
+    def probe(self, args: LineInFileArgs) -> Probe[FileState]:
         return file_state_probe(args.path)
 
-    def plan(self, args: LineInFileArgs, facts: Any, state: str) -> Plan:
-        current = parse_file_state(args.path, state)
+    def plan(self, args: LineInFileArgs, facts: Any, current: FileState) -> Plan:
         old_text = read_text_for_edit(current)
         if args.state == "absent" and not current.exists:
             return Plan.ok(f"{args.path} is absent")

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 from pydantic import field_validator
 
-from provision.ops.base import OpArgs, Operation, Plan, register
-from provision.ops.scripting import probe_block
-from provision.shell import parse_fields, quote
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.scripting import fields_probe
+from provision.shell import quote
 
 CHECK_TIMEOUT_S = 3
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -63,14 +63,14 @@ class MirrorChoiceOperation(Operation):
     Args = MirrorChoiceArgs
     reports = True
 
-    def probe(self, args: MirrorChoiceArgs) -> str:
-        return probe_block(check_script(args)) if args.mirror else ""
+    def probe(self, args: MirrorChoiceArgs) -> Probe[dict[str, str]] | None:
+        return fields_probe(check_script(args)) if args.mirror else None
 
-    def plan(self, args: MirrorChoiceArgs, facts: Any, state: str) -> Plan:
-        if not args.mirror:
+    def plan(self, args: MirrorChoiceArgs, facts: Any, state: dict[str, str] | None) -> Plan:
+        if not args.mirror or state is None:
             return Plan.ok(f"{args.component}: {args.upstream} (no office cache)", url=args.upstream,
                            mirror_up=False, via="upstream")
-        if parse_fields(state).get("up") == "1":
+        if state.get("up") == "1":
             return Plan.ok(f"{args.component}: office cache {args.mirror}", url=args.mirror, mirror_up=True,
                            via="office cache")
         return Plan.ok(f"{args.component}: office cache {args.mirror} is DOWN, falling back to {args.upstream}",

@@ -71,7 +71,7 @@ class RebootOperation(Operation):
     clock = staticmethod(time.monotonic)
     sleep = staticmethod(interrupt.sleep)
 
-    def plan(self, args: RebootArgs, facts: Any, state: str) -> Plan:
+    def plan(self, args: RebootArgs, facts: Any, state: None) -> Plan:
         because = f" ({args.reason})" if args.reason else ""
         command = Command(script=reboot_script(args.marker_path), description=f"reboot{because}")
         wait = Action(f"wait up to {args.timeout:g}s until the host answers from a new boot")

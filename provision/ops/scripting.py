@@ -11,8 +11,9 @@ import difflib
 import posixpath
 import re
 
+from provision.ops.base import Probe
 from provision.secrets import REDACTOR
-from provision.shell import quote
+from provision.shell import parse_fields, quote
 
 MODE_PATTERN = re.compile(r"^0?[0-7]{3,4}$")
 
@@ -20,6 +21,11 @@ MODE_PATTERN = re.compile(r"^0?[0-7]{3,4}$")
 def probe_block(body: str) -> str:
     """Wrap a probe body so that it is safe to splice into a larger `set +e` script."""
     return f"(\nset +eu\n{body.strip()}\n) </dev/null 2>/dev/null\n"
+
+
+def fields_probe(body: str) -> Probe[dict[str, str]]:
+    """A probe whose body prints `key=value` lines, read as a dict (shell.parse_fields)."""
+    return Probe(probe_block(body), parse_fields)
 
 
 def normalize_mode(value: object) -> str | None:

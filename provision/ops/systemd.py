@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from provision.errors import TaskFailed
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.scripting import probe_block
 from provision.shell import Command, parse_fields, quote
 
@@ -43,11 +43,10 @@ class SystemdOperation(Operation):
     name = "systemd"
     Args = SystemdArgs
 
-    def probe(self, args: SystemdArgs) -> str:
-        return probe_block(f"systemctl show -p {PROPERTIES} -- {quote(args.name)}")
+    def probe(self, args: SystemdArgs) -> Probe[dict[str, str]]:
+        return Probe(probe_block(f"systemctl show -p {PROPERTIES} -- {quote(args.name)}"), unit_state)
 
-    def plan(self, args: SystemdArgs, facts: Any, state: str) -> Plan:
-        unit = unit_state(state)
+    def plan(self, args: SystemdArgs, facts: Any, unit: dict[str, str]) -> Plan:
         steps = self._steps(args, unit)
         if not steps:
             return Plan.ok(f"{args.name} is {unit.get('ActiveState', 'unknown')}, {unit.get('UnitFileState') or 'n/a'}")

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.command import check_bash_syntax, first_line
 from provision.ops.scripting import probe_block
 from provision.secrets import REDACTOR
@@ -87,11 +87,11 @@ class VerifyOperation(Operation):
     name = "verify"
     Args = VerifyArgs
 
-    def probe(self, args: VerifyArgs) -> str:
-        return probe_block(check_script(args))
+    def probe(self, args: VerifyArgs) -> Probe[tuple[int | None, str]]:
+        return Probe(probe_block(check_script(args)), parse_check)
 
-    def plan(self, args: VerifyArgs, facts: Any, state: str) -> Plan:
-        rc, output = parse_check(state)
+    def plan(self, args: VerifyArgs, facts: Any, state: tuple[int | None, str]) -> Plan:
+        rc, output = state
         if rc == 0:
             return Plan.ok(success_summary(args, output), output=output)
         if not args.defer:

@@ -16,8 +16,8 @@ from pydantic import Field, model_validator
 
 from provision import interrupt
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, register
-from provision.ops.scripting import probe_block
+from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.scripting import fields_probe
 from provision.shell import Command, parse_fields, quote
 
 CHECK_TIMEOUT_S = 5
@@ -90,11 +90,11 @@ class WaitForOperation(Operation):
     clock = staticmethod(time.monotonic)
     sleep = staticmethod(interrupt.sleep)
 
-    def probe(self, args: WaitForArgs) -> str:
-        return probe_block(check_script(args))
+    def probe(self, args: WaitForArgs) -> Probe[dict[str, str]]:
+        return fields_probe(check_script(args))
 
-    def plan(self, args: WaitForArgs, facts: Any, state: str) -> Plan:
-        if parse_fields(state).get("up") == "1":
+    def plan(self, args: WaitForArgs, facts: Any, state: dict[str, str]) -> Plan:
+        if state.get("up") == "1":
             return Plan.ok(f"{args.target} is up")
         command = Command(script=check_script(args), description=f"check {args.target} every {args.interval:g}s "
                                                                  f"until it is up, {args.timeout:g}s at most")

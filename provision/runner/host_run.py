@@ -308,10 +308,10 @@ class PlayOnHost:
             return TaskResult(task.name, task.role, Status.SKIPPED)
         op = REGISTRY[task.op]
         args = self.validate(task, renderer)
-        snippet = op.probe(args)
-        if snippet and snippet not in self.cache:
-            self.cache.fill(self.state.connection(), [snippet, *self.probe_ahead(following)])
-        plan = op.plan(args, self.state.facts, self.cache.get(snippet) if snippet else "")
+        probe = op.probe(args)
+        if probe is not None and probe.snippet not in self.cache:
+            self.cache.fill(self.state.connection(), [probe.snippet, *self.probe_ahead(following)])
+        plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
         if plan.changed and not self.options.check:
             self.persist_notified(task)
         applied = self.apply(op, plan) if not self.options.check and plan.steps else None
@@ -357,7 +357,9 @@ class PlayOnHost:
                 args = self.validate(task, renderer)
             except (TemplateError, TaskFailed, ProvisionError):
                 continue
-            snippets.append(REGISTRY[task.op].probe(args))
+            probe = REGISTRY[task.op].probe(args)
+            if probe is not None:
+                snippets.append(probe.snippet)
         return snippets
 
     def apply(self, op: Any, plan: Plan) -> ApplyResult:

@@ -35,7 +35,10 @@ def make_args(op_name: str, **args: Any) -> Any:
 def plan(op_name: str, probe_output: str, host_facts: Any = None, /, **args: Any) -> Plan:
     """The plan of `op_name` with `args` on a host whose probe printed `probe_output`."""
     op = REGISTRY[op_name]
-    return op.plan(make_args(op_name, **args), host_facts if host_facts is not None else facts(), probe_output)
+    op_args = make_args(op_name, **args)
+    probe = op.probe(op_args)
+    state = probe.parse(probe_output) if probe is not None else None
+    return op.plan(op_args, host_facts if host_facts is not None else facts(), state)
 
 
 def assert_bash_parses(script: str) -> None:
@@ -59,7 +62,8 @@ def run_local(script: str, data: bytes | None = None, env: dict[str, str] | None
 
 def probe_local(op_name: str, **args: Any) -> str:
     """Run the operation's probe here, inside a `set +e` script as the runner does."""
-    snippet = REGISTRY[op_name].probe(make_args(op_name, **args))
+    probe = REGISTRY[op_name].probe(make_args(op_name, **args))
+    snippet = probe.snippet if probe is not None else ""
     done = subprocess.run(["bash", "-c", f"set +e +u +o pipefail\n{snippet}"], capture_output=True, text=True,
                           check=False, timeout=30, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr

@@ -23,7 +23,7 @@ def plan(fixture: str, **overrides):
         "max_num_batched_tokens": VLLM["max_num_batched_tokens"], "gpu_profiles": PLAN["gpu_profiles"],
         **overrides,
     })
-    return op.plan(args, parse_probe((FIXTURES / fixture).read_text()), "")
+    return op.plan(args, parse_probe((FIXTURES / fixture).read_text()), None)
 
 
 def test_seed_fits_on_the_laptop_and_is_never_a_change():

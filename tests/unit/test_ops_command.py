@@ -24,7 +24,7 @@ def test_runs_when_nothing_says_otherwise() -> None:
     assert result.changed
     assert result.commands[0].script == "nvidia-ctk runtime configure --runtime=docker"
     assert result.summary == "run: nvidia-ctk runtime configure --runtime=docker"
-    assert REGISTRY["command"].probe(make_args("command", cmd="true")) == ""
+    assert REGISTRY["command"].probe(make_args("command", cmd="true")) is None
 
 
 def test_creates_skips_when_the_path_exists() -> None:
@@ -63,7 +63,7 @@ def test_probe_evaluates_conditions_on_the_host(tmp_path) -> None:
 
 
 def test_unless_that_exits_cannot_break_the_shared_probe() -> None:
-    snippet = REGISTRY["command"].probe(make_args("command", cmd="true", unless="exit 0"))
+    snippet = REGISTRY["command"].probe(make_args("command", cmd="true", unless="exit 0")).snippet
     assert_bash_parses(snippet)
     output = run_local(f"set +e\n{snippet}\necho after")
     assert output.stdout.splitlines()[-2:] == ["unless_rc=0", "after"]

@@ -93,7 +93,7 @@ def test_secret_content_is_never_shown_and_defaults_to_0600() -> None:
 
 def test_secret_flag_hides_diff_and_probe_reads_no_content() -> None:
     args = {"dest": "/etc/vllm/env", "content": "KEY=abcd\n", "secret": True}
-    probe = REGISTRY["file"].probe(make_args("file", **args))
+    probe = REGISTRY["file"].probe(make_args("file", **args)).snippet
     assert "want=''" in probe and "abcd" not in probe
     result = plan("file", recorded("KEY=old\n", with_content=False), **args)
     assert result.diff == "/etc/vllm/env: content changed (secret)\n"
@@ -147,7 +147,7 @@ def test_probe_parses_and_converges_for_real(tmp_path) -> None:
     assert dest.read_text() == NEW
     assert stat.S_IMODE(os.stat(dest).st_mode) == 0o640
     assert not [p for p in dest.parent.iterdir() if p.name != "app.conf"], "temp file left behind"
-    assert_bash_parses(REGISTRY["file"].probe(make_args("file", dest=str(dest), content=NEW)))
+    assert_bash_parses(REGISTRY["file"].probe(make_args("file", dest=str(dest), content=NEW)).snippet)
 
 
 def test_probe_returns_content_only_when_it_differs(tmp_path) -> None:

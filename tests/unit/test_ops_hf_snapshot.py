@@ -53,7 +53,7 @@ def args(**overrides: object) -> dict[str, object]:
 def test_a_complete_commit_costs_no_network() -> None:
     result = plan("hf_snapshot", f"ref={COMMIT}\ncomplete=1\navail=100\n", **args(revision=COMMIT))
     assert not result.changed and result.result["commit"] == COMMIT
-    snippet = REGISTRY["hf_snapshot"].probe(make_args("hf_snapshot", **args(revision=COMMIT)))
+    snippet = REGISTRY["hf_snapshot"].probe(make_args("hf_snapshot", **args(revision=COMMIT))).snippet
     assert_bash_parses(snippet)
 
 

@@ -61,7 +61,8 @@ def test_unknown_arguments_are_refused(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_probe_is_safe_inside_the_shared_script(name: str) -> None:
-    snippet = REGISTRY[name].probe(make_args(name, **SAMPLES[name]))
+    probe = REGISTRY[name].probe(make_args(name, **SAMPLES[name]))
+    snippet = probe.snippet if probe is not None else ""
     assert_bash_parses(snippet)
     script = f"set +e\n{snippet}\necho '@@after'\ncat\n"
     done = subprocess.run(["bash", "-c", script], input="@@stdin-kept\n", capture_output=True, text=True,

@@ -71,4 +71,4 @@ def test_debug_reports_its_message_and_changes_nothing() -> None:
     result = plan("debug", "", msg="NVIDIA GPU found: 0000:01:00.0 [10de:2c58]\n")
     assert not result.changed and not result.steps and result.commands == []
     assert result.summary == "NVIDIA GPU found: 0000:01:00.0 [10de:2c58]"
-    assert REGISTRY["debug"].probe(make_args("debug", msg="x")) == ""
+    assert REGISTRY["debug"].probe(make_args("debug", msg="x")) is None

@@ -37,9 +37,10 @@ SAMPLES = {"vllm_release": RELEASE_ARGS, "vllm_smoke": SERVICE_ARGS, "vllm_rollb
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_probe_is_safe_inside_the_shared_script(name: str) -> None:
-    snippet = REGISTRY[name].probe(make_args(name, **SAMPLES[name]))
-    if not snippet:
+    probe = REGISTRY[name].probe(make_args(name, **SAMPLES[name]))
+    if probe is None:
         return
+    snippet = probe.snippet
     assert_bash_parses(snippet)
     done = subprocess.run(["bash", "-c", f"set +e\n{snippet}\necho '@@after'\ncat\n"], input="@@stdin-kept\n",
                           capture_output=True, text=True, timeout=60, check=False)

@@ -19,7 +19,8 @@ def probe_output(current: dict | None) -> str:
 
 def plan(current: dict | None):
     op = REGISTRY["vllm_memory"]
-    return op.plan(op.Args.model_validate({"planned": PLANNED}), None, probe_output(current))
+    args = op.Args.model_validate({"planned": PLANNED})
+    return op.plan(args, None, op.probe(args).parse(probe_output(current)))
 
 
 def test_first_time_the_figures_are_written_into_the_record_without_a_change():
@@ -41,14 +42,16 @@ def test_converged_when_the_record_already_holds_them():
 
 def test_nothing_running_nothing_to_do():
     op = REGISTRY["vllm_memory"]
-    result = op.plan(op.Args.model_validate({}), None, "")
+    args = op.Args.model_validate({})
+    result = op.plan(args, None, op.probe(args).parse(""))
     assert not result.commands and "no memory figures" in result.summary
 
 
 def test_found_far_below_planned_is_a_warning_with_both_numbers():
     op = REGISTRY["vllm_memory"]
     planned = {"kv_available_gib": 4.0, "full_sequences": 1.9, "max_model_len": 131072}
-    result = op.plan(op.Args.model_validate({"planned": planned}), None, probe_output({"id": "abc"}))
+    args = op.Args.model_validate({"planned": planned})
+    result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"})))
     assert "WARNING: vLLM found 3.06 GiB of KV cache memory, 24% below the planned 4.00 GiB" in result.summary
     assert "vLLM found 1.44 of full-length sequences, 24% below the planned 1.90" in result.summary
     assert len(result.result["warnings"]) == 2

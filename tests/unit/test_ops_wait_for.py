@@ -68,7 +68,7 @@ def test_missing_curl_fails_fast(op) -> None:
 
 def test_url_check_script_tests_status_and_body() -> None:
     args = make_args("wait_for", url="http://127.0.0.1:8000/v1/models", status=200, contains="gemma")
-    probe = REGISTRY["wait_for"].probe(args)
+    probe = REGISTRY["wait_for"].probe(args).snippet
     assert_bash_parses(probe)
     assert "'%{http_code}'" in probe and "grep -qF -- 'gemma'" in probe and '[ "$code" = 200 ]' in probe
 

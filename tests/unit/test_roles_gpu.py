@@ -86,7 +86,8 @@ def disk_check(**host_vars: object) -> object:
     """The preflight disk check, planned on this machine's disk (its probe is a read-only df)."""
     task = render_tasks(facts(FRESH_DEBIAN), **host_vars)["enough free disk for the image and the weights"]
     arguments = task.args.model_dump()
-    return REGISTRY["verify"].plan(task.args, None, probe_local("verify", **arguments))
+    op = REGISTRY["verify"]
+    return op.plan(task.args, None, op.probe(task.args).parse(probe_local("verify", **arguments)))
 
 
 def test_disk_refusal_fails_at_once_with_what_was_measured() -> None:

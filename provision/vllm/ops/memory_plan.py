@@ -46,7 +46,7 @@ class MemoryPlan(Operation):
     reports = True
     reads_facts = frozenset({"gpus", "pci_gpus"})  # identify_gpu
 
-    def plan(self, args: Args, facts: HostFacts, state: str) -> Plan:
+    def plan(self, args: Args, facts: HostFacts, state: None) -> Plan:
         try:
             gpu = identify_gpu(facts, [GpuProfile.from_data(p) for p in args.gpu_profiles])
         except UnknownGpu as error:

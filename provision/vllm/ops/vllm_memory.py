@@ -11,11 +11,17 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from provision.ops.base import OpArgs, Operation, Plan, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath
-from provision.shell import Command, field_value, quote
+from provision.shell import Command, parse_fields, quote
 from provision.vllm.release import Record
-from provision.vllm.startup_log import JOURNAL_FILTER, parse_startup_memory, planned_vs_actual, shortfalls
+from provision.vllm.startup_log import (
+    JOURNAL_FILTER,
+    StartupMemory,
+    parse_startup_memory,
+    planned_vs_actual,
+    shortfalls,
+)
 
 # every memory line of one start (TP ranks repeat some; v0.21 prints concurrency on its own line)
 MEMORY_LINES_KEPT = 40
@@ -27,28 +33,33 @@ class VllmMemoryArgs(OpArgs):
     planned: dict[str, Any] = {}
 
 
+def parse_memory_probe(output: str) -> tuple[StartupMemory, Record]:
+    """vLLM's memory figures from the journal lines, and the release record."""
+    fields = parse_fields(output)
+    log = base64.b64decode(fields.get("log") or b"").decode(errors="replace")
+    record_text = base64.b64decode(fields.get("record") or b"").decode(errors="replace")
+    return parse_startup_memory(log), Record.parse(record_text)
+
+
 @register
 class VllmMemoryOperation(Operation):
     name = "vllm_memory"
     Args = VllmMemoryArgs
     reports = True
 
-    def probe(self, args: VllmMemoryArgs) -> str:
+    def probe(self, args: VllmMemoryArgs) -> Probe[tuple[StartupMemory, Record]]:
         unit = quote(f"{args.name}.service")
         record = quote(f"{args.state_dir}/release.json")
-        return (f"id=$(systemctl show -p InvocationID --value -- {unit} 2>/dev/null)\n"
+        return Probe(f"id=$(systemctl show -p InvocationID --value -- {unit} 2>/dev/null)\n"
                 f'[ -n "$id" ] && echo "log=$(journalctl _SYSTEMD_INVOCATION_ID="$id" -o cat --no-pager 2>/dev/null'
                 f" | grep -E {quote(JOURNAL_FILTER)} | tail -n {MEMORY_LINES_KEPT} | base64 -w0)\"\n"
-                f'[ -f {record} ] && echo "record=$(base64 -w0 < {record})"\n'
-                "true")
+                     f'[ -f {record} ] && echo "record=$(base64 -w0 < {record})"\n'
+                     "true", parse_memory_probe)
 
-    def plan(self, args: VllmMemoryArgs, facts: Any, state: str) -> Plan:
-        log = base64.b64decode(field_value(state, "log") or b"").decode(errors="replace")
-        actual = parse_startup_memory(log)
+    def plan(self, args: VllmMemoryArgs, facts: Any, state: tuple[StartupMemory, Record]) -> Plan:
+        actual, record = state
         warnings = shortfalls(args.planned, actual)
         summary = "; ".join([planned_vs_actual(args.planned, actual), *(f"WARNING: {w}" for w in warnings)])
-        record_text = base64.b64decode(field_value(state, "record") or b"").decode(errors="replace")
-        record = Record.parse(record_text)
         figures = actual.as_dict()
         planned = {key: args.planned.get(key) for key in ("kv_available_gib", "full_sequences")}
         result = {**{f"found_{key}": value for key, value in figures.items()},

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, register
 from provision.ops.scripting import probe_block, text_diff
 from provision.secrets import Secret
 from provision.shell import Command
@@ -127,11 +127,10 @@ class VllmReleaseOperation(Operation):
     name = "vllm_release"
     Args = VllmReleaseArgs
 
-    def probe(self, args: VllmReleaseArgs) -> str:
-        return probe_block(state_probe(args.layout()))
+    def probe(self, args: VllmReleaseArgs) -> Probe[LiveState]:
+        return Probe(probe_block(state_probe(args.layout())), parse_live_state)
 
-    def plan(self, args: VllmReleaseArgs, facts: Any, state: str) -> Plan:
-        live = parse_live_state(state)
+    def plan(self, args: VllmReleaseArgs, facts: Any, live: LiveState) -> Plan:
         release = args.release()
         reasons = differences(release, live)
         result = {"release": release.id, "smoked": False}

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.errors import TaskFailed
-from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, register
 from provision.ops.scripting import probe_block
 from provision.vllm.checks import host_runner
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
-from provision.vllm.release import Deployer, Record, describe_entry, parse_live_state, state_probe
+from provision.vllm.release import Deployer, LiveState, Record, describe_entry, parse_live_state, state_probe
 
 
 @dataclass
@@ -32,11 +32,11 @@ class VllmRollbackOperation(Operation):
     name = "vllm_rollback"
     Args = VllmServiceArgs
 
-    def probe(self, args: VllmServiceArgs) -> str:
-        return probe_block(state_probe(args.layout()))
+    def probe(self, args: VllmServiceArgs) -> Probe[LiveState]:
+        return Probe(probe_block(state_probe(args.layout())), parse_live_state)
 
-    def plan(self, args: VllmServiceArgs, facts: Any, state: str) -> Plan:
-        record = parse_live_state(state).record
+    def plan(self, args: VllmServiceArgs, facts: Any, live: LiveState) -> Plan:
+        record = live.record
         if record.previous is None:
             raise TaskFailed(f"no previous release of {args.name} is recorded on this host "
                              f"({args.layout().record_path}): nothing to roll back to")

@@ -27,7 +27,7 @@ class VllmSmokeOperation(Operation):
     Args = VllmServiceArgs
     reports = True  # its checks go into the results document; `provision smoke` reads them there
 
-    def plan(self, args: VllmServiceArgs, facts: Any, state: str) -> Plan:
+    def plan(self, args: VllmServiceArgs, facts: Any, state: None) -> Plan:
         checks = "text and vision" if args.smoke_vision else "text"
         what = f"wait for {args.name} to be ready, then the {checks} smoke checks"
         return SmokePlan(changed=False, args=args, summary=what, steps=[Action(what)])
