@@ -34,6 +34,7 @@ class KilledRun:
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
     injected: bool = False  # `instead` was called
+    returncode: int | None = None  # None: killed
 
 
 def run_and_kill(inventory: Path, host: str, *args: str, after_tasks: int | None = None,
@@ -98,6 +99,7 @@ def run_and_kill(inventory: Path, host: str, *args: str, after_tasks: int | None
                                      + "\n".join(seen[-40:]))
     finally:
         run.wait(timeout=30)
+    result.returncode = None if result.killed else run.returncode
     result.output = "\n".join(seen)
     result.seconds = time.monotonic() - started
     return result
