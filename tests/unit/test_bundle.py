@@ -192,8 +192,38 @@ def test_docker_load_matches_by_image_id() -> None:
     assert not plan("docker_load", f"id={image['id']}\n", **args).changed
     for found in ("id=\n", "id=sha256:" + "b" * 64 + "\n"):
         load = plan("docker_load", found, **args)
-        assert load.changed and load.commands[0].script == \
-            "docker load --quiet --input '/var/lib/provision/bundle/images/a.tar'"
+        assert load.changed and load.commands[0].env == {"ARCHIVE": "/var/lib/provision/bundle/images/a.tar"}
+        assert "docker load --quiet --input" in load.commands[0].script
+
+
+def test_docker_load_reports_the_bytes_docker_has_read(tmp_path: Path) -> None:
+    """docker_load.sh against a `docker` that reads the archive in two steps, as the CLI streams it."""
+    import os
+    import subprocess
+    from importlib import resources
+
+    from provision.ops.docker_load import LoadProgress
+
+    archive = tmp_path / "images" / "a.tar"
+    archive.parent.mkdir()
+    archive.write_bytes(b"x" * 3000)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\nexec 3< "$4"\ndd bs=1000 count=1 <&3 >/dev/null 2>&1\n'
+                                    "sleep 2.5\ncat <&3 >/dev/null\n")
+    (bin_dir / "docker").chmod(0o755)
+    script = resources.files("provision.ops").joinpath("docker_load.sh").read_text(encoding="utf-8")
+    ran = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                              "ARCHIVE": str(tmp_path / "images" / ".." / "images" / "a.tar")})
+    assert ran.returncode == 0, ran.stderr
+    progress, seen = LoadProgress(), []
+    for line in ran.stdout.splitlines():
+        if progress.feed(line):
+            seen.append(progress.loaded)
+    assert progress.size == 3000 and 1000 in seen, ran.stdout
+    assert progress.describe("docker load images/a.tar", ", 1.0 MiB/s")[0] == \
+        "docker load images/a.tar: 0.0/0.0 MiB, 1.0 MiB/s"
 
 
 def test_the_gpu_roles_need_their_repositories_keys_and_driver_pin(tmp_path: Path) -> None:
