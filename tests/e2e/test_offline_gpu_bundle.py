@@ -75,7 +75,9 @@ def site(lab: Lab, gpu_host, gpu_inventory, gpu_check_image,
             bundle_release_images={"debian-bookworm": IMAGE})
         started = time.monotonic()
         built = provision("bundle", str(inventory), "--out", str(tmp / "bundle"), "--key-dir", str(tmp / "key"))
+        keyring = f"{repo.cuda_repos_base}/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
         yield {"tmp": tmp, "host": host, "inventory": inventory, "bundle": tmp / "bundle", "built": built,
+               "inventory_keyring": keyring,
                "build_s": time.monotonic() - started, "vllm_image": vllm_image, "check_image": gpu_check_image}
     finally:
         hub.stop()
@@ -122,6 +124,25 @@ def test_the_bundle_carries_the_gpu_stack(site) -> None:
     print(f"\nGPU site bundle: {total:.1f} MiB, {len(manifest['files'])} files ({debs} packages), "
           + ", ".join(f"{part} {size:.1f} MiB" for part, size in parts.items())
           + f"; built in {site['build_s']:.1f} s")
+
+
+def test_a_bundle_without_the_gpu_stack_is_refused_naming_what_the_host_lacks(site) -> None:
+    """The bundle as it was before it carried the GPU stack: no NVIDIA packages, keyring or key."""
+    bundle, host = site["bundle"], site["host"]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    release = manifest["releases"]["debian-bookworm"]
+    release["packages"] = [p for p in release["packages"] if "nvidia" not in p and "cuda" not in p]
+    manifest["urls"] = {}
+    trimmed = site["tmp"] / "no-gpu"
+    trimmed.mkdir()
+    (trimmed / "manifest.json").write_text(json.dumps(manifest))
+    refused = provision("up", str(site["inventory"]), "--bundle", str(trimmed))
+    assert refused.returncode == 2, refused.output
+    assert f"host {host.name} needs apt packages cuda-toolkit-12-9, libnvidia-container-tools, " in refused.output
+    assert "nvidia-driver-cuda, nvidia-kernel-open-dkms for debian-bookworm" in refused.output, refused.output
+    assert f"host {host.name} needs {site['inventory_keyring']} (an apt repository's key or keyring package)" \
+        in refused.output, refused.output
+    assert sh(host, "ls /var/lib/provision/bundle 2>/dev/null | wc -l") == "0"
 
 
 def test_a_fresh_offline_gpu_laptop_converges_the_whole_site_from_the_bundle(site, converged) -> None:
