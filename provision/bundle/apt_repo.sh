@@ -18,10 +18,12 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends apt-utils gnupg >/dev/null
 
 # The repositories and preferences the roles configure (SETUP_DIR: sources/*.sources, keys/*.gpg,
-# debs/*.deb keyring packages such as cuda-keyring, preferences/*), so that their packages resolve as
-# on a host: from those repositories, at the versions the preferences pin.
+# debs/*.deb keyring packages such as cuda-keyring, preferences/*, and root/: the release's own
+# sources files with the components the roles add), so that their packages resolve as on a host:
+# from those repositories, at the versions the preferences pin.
 if [ -n "${SETUP_DIR:-}" ] && [ -d "$SETUP_DIR" ]; then
   echo "step=repositories"
+  if [ -d "$SETUP_DIR/root" ]; then cp -r "$SETUP_DIR/root/." /; fi
   shopt -s nullglob
   for key in "$SETUP_DIR"/keys/*; do install -m 0644 "$key" /usr/share/keyrings/; done
   for source in "$SETUP_DIR"/sources/*; do install -m 0644 "$source" /etc/apt/sources.list.d/; done

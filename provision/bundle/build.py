@@ -122,6 +122,11 @@ class BundleBuilder:
             setup = Path(setup_dir)
             configured = {repo["name"]: repo for n in needs for repo in n.repositories}
             preferences = {path: text for n in needs for path, text in n.preferences.items()}
+            components: dict[str, list[str]] = {}
+            for need in needs:
+                for path, wanted in need.components.items():
+                    components.setdefault(path, []).extend(c for c in wanted if c not in components[path])
+            repositories.write_components(setup, release_image, components)
             setup_digest = repositories.write_setup(setup, self.out, list(configured.values()), preferences,
                                                     needs[0].arch)
             self._apt(release, needs, release_image, with_rec, without, setup, setup_digest)

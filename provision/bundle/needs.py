@@ -7,9 +7,10 @@ is `vllm_image` and the weights `hf_model`@`hf_revision` (and a drafter `hf_draf
 selected tasks pull and download them.
 
 The apt repositories the selected `apt_repository` tasks configure (NVIDIA's CUDA repository by its
-keyring package, the container toolkit's by its key) and the apt preferences the selected `template`
-tasks write under /etc/apt/preferences.d (the driver's version pin) are what the packages are resolved
-with; the URLs those repositories take their keys from are files the bundle carries (`urls`).
+keyring package, the container toolkit's by its key), the apt preferences the selected `template`
+tasks write under /etc/apt/preferences.d (the driver's version pin) and the components `apt_components`
+adds to the release's own entries (Debian's contrib) are what the packages are resolved with; the
+URLs those repositories take their keys from are files the bundle carries (`urls`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class HostNeeds:
     preferences: dict[str, str] = field(default_factory=dict)
     #: the URLs the run downloads a repository's key or keyring package from
     urls: list[str] = field(default_factory=list)
+    #: components the run adds to the release's own apt entries: sources file -> components (contrib)
+    components: dict[str, list[str]] = field(default_factory=dict)
     #: the host's architecture as `uname -m` says it (x86_64)
     arch: str = ""
 
@@ -97,7 +100,7 @@ def host_needs(plays: list[Play], inventory: Inventory, host: Host, facts: dict[
 #: the arguments a bundle reads, per operation (the others, an endpoint from a registered result, are
 #: the run's business)
 RENDERED = {"apt": ("name", "state", "install_recommends"), "docker_image": ("image",),
-            "hf_snapshot": ("repo", "revision"), "template": ("src", "dest"),
+            "hf_snapshot": ("repo", "revision"), "template": ("src", "dest"), "apt_components": ("path", "components"),
             "apt_repository": ("name", "uris", "suites", "components", "architectures", "key_url", "key_file",
                                "keyring_package_url", "keyring_package", "keyring_package_version", "sha256",
                                "state")}
@@ -127,6 +130,9 @@ def _add_task(needs: HostNeeds, renderer: Renderer, task: Task) -> None:
         if all(repo.get("name") != args.get("name") for repo in needs.repositories):
             needs.repositories.append(args)
         needs.urls.extend(str(args[key]) for key in URL_ARGUMENTS if args.get(key) and args[key] not in needs.urls)
+    elif task.op == "apt_components" and args.get("path"):
+        wanted = needs.components.setdefault(str(args["path"]), [])
+        wanted.extend(str(c) for c in args.get("components") or [] if c not in wanted)
     elif task.op == "template" and str(args.get("dest", "")).startswith(PREFERENCES_DIR):
         try:
             needs.preferences[str(args["dest"])] = renderer.render_file(str(args["src"]))

@@ -1,6 +1,7 @@
 """The apt repositories the roles configure, carried by the bundle: their keys and keyring packages
-as files (`files/`), and a setup folder that adds them (and the roles' apt preferences) to the
-throwaway release container before its packages are resolved (apt_repo.sh).
+as files (`files/`), and a setup folder that adds them (and the roles' apt preferences, and the
+components they add to the release's own entries) to the throwaway release container before its
+packages are resolved (apt_repo.sh).
 
 On the host, `up --bundle` reads each of those URLs from the bundle's copy (the `from_bundle` filter
 of the roles' apt_repository tasks), while apt itself reads only the bundle's own repository.
@@ -9,16 +10,22 @@ of the roles' apt_repository tasks), while apt itself reads only the bundle's ow
 from __future__ import annotations
 
 import hashlib
+import io
 import posixpath
 import shutil
+import tarfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import docker
+import docker.errors
+
 from provision.bundle.manifest import sha256_of
 from provision.errors import ProvisionError
+from provision.ops.apt_components import add_components
 from provision.ops.apt_repository import DEB_ARCHITECTURES, AptRepositoryArgs, dearmor, render_sources
 
 FILES_DIR = "files"
@@ -47,10 +54,38 @@ def fetch_url(url: str, out: Path) -> Path:
     return target
 
 
+def image_file(release_image: str, path: str) -> str | None:
+    """The text of `path` in the release image (None when the image has no such file), read from a
+    created, never started, container."""
+    client = docker.from_env()
+    container = client.containers.create(release_image, ["true"])
+    try:
+        chunks, _ = container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as archive:
+            member = archive.extractfile(archive.getmembers()[0])
+            return member.read().decode() if member else None
+    except docker.errors.NotFound:
+        return None
+    finally:
+        container.remove(force=True)
+
+
+def write_components(setup: Path, release_image: str, components: dict[str, list[str]]) -> None:
+    """The release's own sources files with the components the roles add (root/<path>), edited as
+    the apt_components operation edits them on a host; a file the image lacks is left absent."""
+    for path, wanted in sorted(components.items()):
+        text = image_file(release_image, path)
+        if text is None or not wanted:
+            continue
+        target = setup / "root" / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(add_components(path, text, wanted))
+
+
 def write_setup(setup: Path, out: Path, repositories: list[dict[str, Any]], preferences: dict[str, str],
                 arch: str) -> str:
     """Fill `setup` (sources/, keys/, debs/, preferences/) from the repositories (their downloads
-    already in `out`); return a digest of what it holds, part of the build's inputs."""
+    already in `out`); return a digest of what it holds (root/ included), part of the build's inputs."""
     for folder in ("sources", "keys", "debs", "preferences"):
         (setup / folder).mkdir(parents=True, exist_ok=True)
     deb_arch = DEB_ARCHITECTURES.get(arch, "amd64")

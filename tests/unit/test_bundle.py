@@ -234,6 +234,8 @@ def test_the_gpu_roles_need_their_repositories_keys_and_driver_pin(tmp_path: Pat
     assert [repo["name"] for repo in needs.repositories] == ["cuda", "nvidia-container-toolkit-keyring"]
     assert {"nvidia-driver-cuda=580.95.05-*", "cuda-toolkit-12-9", "nvidia-container-toolkit=1.18.0-1"} <= set(
         needs.packages)
+    assert needs.components == {"/etc/apt/sources.list.d/debian.sources": ["contrib"],
+                                "/etc/apt/sources.list": ["contrib"]}
     (pin,) = needs.preferences.values()
     assert "Pin: version 580.95.05-*\nPin-Priority: 1000" in pin
     assert needs.unresolved == []
