@@ -1,7 +1,9 @@
 #!/bin/sh
-# docker load of ARCHIVE, with progress: `docker load` prints progress bars only on a terminal, so the
-# bytes the docker CLI has read of the archive (its file offset, /proc/PID/fdinfo "pos:") are printed
-# every second while it streams the archive to the daemon, as "loaded=BYTES" after "size=BYTES".
+# docker load of ARCHIVE, with progress: `docker load` prints progress bars only on a terminal (docker/cli
+# cli/command/image/load.go: `if !dockerCli.Out().IsTerminal() { opts.quiet = true }`), so the bytes
+# the docker CLI has read of the archive (it opens `--input` itself; its file offset, /proc/PID/fdinfo
+# "pos:") are printed every second while it streams the archive to the daemon, as "loaded=BYTES"
+# after "size=BYTES".
 # Environment: ARCHIVE (the `docker save` file on this host).
 set -eu
 : "${ARCHIVE:?}"
