@@ -55,9 +55,11 @@ class AptProgress:
 
 
 def build_repository(out: Path, release_image: str, key_dir: Path, with_recommends: list[str],
-                     without_recommends: list[str], transfer: Transfer) -> tuple[str, list[str]]:
+                     without_recommends: list[str], transfer: Transfer,
+                     setup_dir: Path | None = None) -> tuple[str, list[str]]:
     """Fill `out` (debs, Packages, Release, InRelease, Release.gpg) and write `out.parent/key.asc`;
-    return (the key's fingerprint, every package name in the repository)."""
+    return (the key's fingerprint, every package name in the repository). `setup_dir` holds the
+    repositories and preferences the roles configure (see apt_repo.sh), added before resolving."""
     client = docker.from_env()
     out.mkdir(parents=True, exist_ok=True)
     key_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -67,14 +69,20 @@ def build_repository(out: Path, release_image: str, key_dir: Path, with_recommen
     name = "provision-bundle-" + hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]
     with contextlib.suppress(docker.errors.NotFound):
         client.containers.get(name).remove(force=True)
+    volumes = {str(out.absolute()): {"bind": "/bundle/repo", "mode": "rw"},
+               str(key_dir.absolute()): {"bind": "/bundle/key", "mode": "rw"}}
+    if setup_dir is not None:
+        volumes[str(setup_dir.absolute())] = {"bind": "/bundle/setup", "mode": "ro"}
     try:
+        # this machine's network: a repository the inventory names (a mirror on localhost, a proxy only
+        # this machine reaches) is reached from the container as from the controller
         container = client.containers.run(
-            release_image, ["bash", "-c", script, "apt_repo.sh"], detach=True, name=name,
+            release_image, ["bash", "-c", script, "apt_repo.sh"], detach=True, name=name, network_mode="host",
             environment={"OUT": "/bundle/repo", "KEY_DIR": "/bundle/key", "WITH_RECOMMENDS": " ".join(with_recommends),
                          "WITHOUT_RECOMMENDS": " ".join(without_recommends),
+                         "SETUP_DIR": "/bundle/setup" if setup_dir is not None else "",
                          "OWNER": f"{os.getuid()}:{os.getgid()}"},
-            volumes={str(out.absolute()): {"bind": "/bundle/repo", "mode": "rw"},
-                     str(key_dir.absolute()): {"bind": "/bundle/key", "mode": "rw"}})
+            volumes=volumes)
     except docker.errors.ImageNotFound as error:
         raise ProvisionError(f"the release image {release_image} is not on this machine and cannot be pulled: "
                              "set bundle_release_images") from error
@@ -96,6 +104,16 @@ def build_repository(out: Path, release_image: str, key_dir: Path, with_recommen
         tail = "\n".join(lines[-15:])
         raise ProvisionError(f"building the apt repository in {release_image} failed (exit {status}):\n{tail}")
     (out / "key.asc").replace(out.parent.parent / "key.asc")
-    names = sorted({line.split(":", 1)[1].strip() for line in (out / "Packages").read_text().splitlines()
-                    if line.startswith("Package:")})
-    return fingerprint, names
+    return fingerprint, sorted(package_versions((out / "Packages").read_text()))
+
+
+def package_versions(packages: str) -> dict[str, list[str]]:
+    """Package name -> its versions in an apt `Packages` index (stanzas of `Package:`, `Version:`)."""
+    versions: dict[str, list[str]] = {}
+    name = ""
+    for line in packages.splitlines():
+        if line.startswith("Package:"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("Version:") and name:
+            versions.setdefault(name, []).append(line.split(":", 1)[1].strip())
+    return {name: sorted(found) for name, found in versions.items()}

@@ -7,7 +7,7 @@
 # Release; gpg signs Release into InRelease and Release.gpg with the key in KEY_DIR (made on first use).
 #
 # Environment: OUT (the repository folder to fill; apt's archives cache inside it makes a killed
-# build resume), KEY_DIR (GNUPGHOME of the signing key), WITH_RECOMMENDS, WITHOUT_RECOMMENDS
+# build resume), SETUP_DIR (the roles' repositories and preferences, see below), KEY_DIR (GNUPGHOME of the signing key), WITH_RECOMMENDS, WITHOUT_RECOMMENDS
 # (space-separated package names, as the roles' apt tasks install them), OWNER (uid:gid of the files).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -16,6 +16,22 @@ export DEBIAN_FRONTEND=noninteractive
 echo "step=tools"
 apt-get update -q
 apt-get install -y -q --no-install-recommends apt-utils gnupg >/dev/null
+
+# The repositories and preferences the roles configure (SETUP_DIR: sources/*.sources, keys/*.gpg,
+# debs/*.deb keyring packages such as cuda-keyring, preferences/*, and root/: the release's own
+# sources files with the components the roles add), so that their packages resolve as on a host:
+# from those repositories, at the versions the preferences pin.
+if [ -n "${SETUP_DIR:-}" ] && [ -d "$SETUP_DIR" ]; then
+  echo "step=repositories"
+  if [ -d "$SETUP_DIR/root" ]; then cp -r "$SETUP_DIR/root/." /; fi
+  shopt -s nullglob
+  for key in "$SETUP_DIR"/keys/*; do install -m 0644 "$key" /usr/share/keyrings/; done
+  for source in "$SETUP_DIR"/sources/*; do install -m 0644 "$source" /etc/apt/sources.list.d/; done
+  for preferences in "$SETUP_DIR"/preferences/*; do install -m 0644 "$preferences" /etc/apt/preferences.d/; done
+  for deb in "$SETUP_DIR"/debs/*.deb; do dpkg -i "$deb"; done
+  shopt -u nullglob
+  apt-get update -q
+fi
 
 mkdir -p "$OUT/partial"
 empty_status=$(mktemp)
@@ -27,6 +43,7 @@ download() {  # extra apt options, then packages
     -o Dir::State::status="$empty_status" -o Dir::Cache::archives="$OUT" -o Debug::NoLocking=1 "$@"
 }
 echo "step=download"
+set -f  # the package words carry apt's version globs (nvidia-driver-cuda=580.95.05-*): not for the shell
 # shellcheck disable=SC2086 # package lists are words
 download "" ${WITH_RECOMMENDS:-}
 # shellcheck disable=SC2086

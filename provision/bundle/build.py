@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from provision.bundle import apt_repo, image, manifest, weights
+from provision.bundle import apt_repo, image, manifest, repositories, weights
 from provision.bundle.manifest import KEY_FILE, Manifest, atomic_write, sha256_of
 from provision.bundle.needs import HostNeeds, Weights, host_needs
 from provision.bundle.progress import Transfer, transfer_progress
@@ -100,10 +101,39 @@ class BundleBuilder:
     def say(self, text: str) -> None:
         self.progress.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
+    def urls(self, needs: list[HostNeeds]) -> None:
+        """The keys and keyring packages the hosts' apt repositories are configured from (KBs: fetched
+        again at every build, so the bundle has what the URL gives today)."""
+        wanted: dict[str, list[str]] = {}
+        for need in needs:
+            for url in need.urls:
+                wanted.setdefault(url, []).append(need.host)
+        for url, hosts in sorted(wanted.items()):
+            path = repositories.fetch_url(url, self.out)
+            self.say(f"file {url}: {path.stat().st_size} bytes")
+            relative = str(path.relative_to(self.out))
+            self.manifest.urls[url] = {"file": relative, "hosts": sorted(hosts)}
+            self.manifest.files[relative] = {"size": path.stat().st_size, "sha256": ""}
+
     def apt(self, release: str, needs: list[HostNeeds], release_image: str) -> None:
         with_rec = sorted({p for n in needs for p in n.with_recommends})
         without = sorted({p for n in needs for p in n.without_recommends} - set(with_rec))
-        inputs = {"image": release_image, "with": with_rec, "without": without}
+        with tempfile.TemporaryDirectory(prefix="provision-bundle-setup-") as setup_dir:
+            setup = Path(setup_dir)
+            configured = {repo["name"]: repo for n in needs for repo in n.repositories}
+            preferences = {path: text for n in needs for path, text in n.preferences.items()}
+            components: dict[str, list[str]] = {}
+            for need in needs:
+                for path, wanted in need.components.items():
+                    components.setdefault(path, []).extend(c for c in wanted if c not in components[path])
+            repositories.write_components(setup, release_image, components)
+            setup_digest = repositories.write_setup(setup, self.out, list(configured.values()), preferences,
+                                                    needs[0].arch)
+            self._apt(release, needs, release_image, with_rec, without, setup, setup_digest)
+
+    def _apt(self, release: str, needs: list[HostNeeds], release_image: str, with_rec: list[str],
+             without: list[str], setup: Path, setup_digest: str) -> None:
+        inputs = {"image": release_image, "with": with_rec, "without": without, "setup": setup_digest}
         key, repo = f"apt/{release}", self.out / "apt" / release
         part = self.state.finished(key, inputs)
         if part is None or not repo.is_dir():
@@ -115,19 +145,22 @@ class BundleBuilder:
             transfer = Transfer(self.progress, f"apt {release}: {len(with_rec) + len(without)} packages "
                                                f"and dependencies ({release_image})")
             fingerprint, names = apt_repo.build_repository(building, release_image, self.key_dir, with_rec,
-                                                           without, transfer)
+                                                           without, transfer, setup)
             transfer.finish(f"apt {release}: {len(names)} packages")
             (building / ".inputs").unlink()
             shutil.rmtree(repo, ignore_errors=True)
             building.replace(repo)
             files = [*sorted(p for p in repo.iterdir() if p.is_file()), self.out / KEY_FILE]
-            self.state.record(key, inputs, self.out, files, {"fingerprint": fingerprint, "packages": names})
+            versions = apt_repo.package_versions((repo / "Packages").read_text())
+            self.state.record(key, inputs, self.out, files, {"fingerprint": fingerprint, "packages": names,
+                                                            "versions": versions})
             part = self.state.finished(key, inputs)
         else:
             self.say(f"apt {release}: built before, re-verifying")
         assert part is not None
         self.manifest.key_fingerprint = part["extra"]["fingerprint"]
         self.manifest.releases[release] = {"repo": key, "packages": part["extra"]["packages"],
+                                           "versions": part["extra"].get("versions", {}),
                                            "requested": sorted({*with_rec, *without}),
                                            "hosts": sorted(n.host for n in needs)}
         self.claim(part)
@@ -227,6 +260,7 @@ def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
     releases, images, wanted = group(needs)
     by_name = {host.name: host for host in hosts}
     with builder.progress:
+        builder.urls(needs)
         for release, members in sorted(releases.items()):
             variables = host_variables(plays[0], by_name[members[0].host], extra_vars)
             release_image = (variables.get("bundle_release_images") or {}).get(release)

@@ -7,6 +7,7 @@ with a manifest is complete; a build starts by removing it (a killed build leave
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -29,13 +30,15 @@ CHUNK = 1024 * 1024
 class Manifest:
     """`releases`: release -> {repo, packages (every package name in its repository), requested,
     hosts}; `images`: reference -> {file, id, repo_digests, hosts}; `weights`: "repo@revision" ->
-    {repo, revision, commit, hosts, files}; `files`: path -> {size, sha256}."""
+    {repo, revision, commit, hosts, files}; `urls`: URL -> {file, hosts} (an apt repository's key or
+    keyring package, read from `file` under `up --bundle`); `files`: path -> {size, sha256}."""
 
     created: str = ""
     key_fingerprint: str = ""
     releases: dict[str, dict[str, Any]] = field(default_factory=dict)
     images: dict[str, dict[str, Any]] = field(default_factory=dict)
     weights: dict[str, dict[str, Any]] = field(default_factory=dict)
+    urls: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     format: int = FORMAT
 
@@ -67,8 +70,11 @@ class Manifest:
             absent = sorted({package_name(p) for p in needs.packages} - set(release["packages"]))
             if absent:
                 gaps.append(f"apt packages {', '.join(absent)} for {needs.release}")
+            gaps += [f"{spec} for {needs.release} (the bundle has {', '.join(have)})"
+                     for spec, have in wrong_versions(needs.packages, release.get("versions") or {})]
         gaps += [f"the image {image}" for image in needs.images if image not in self.images]
         gaps += [f"the weights {weights}" for weights in needs.weights if str(weights) not in self.weights]
+        gaps += [f"{url} (an apt repository's key or keyring package)" for url in needs.urls if url not in self.urls]
         return gaps
 
     def files_for(self, needs: HostNeeds) -> list[str]:
@@ -80,7 +86,21 @@ class Manifest:
         wanted |= {self.images[image]["file"] for image in needs.images if image in self.images}
         for weights in needs.weights:
             wanted |= set(self.weights.get(str(weights), {}).get("files", []))
+        wanted |= {self.urls[url]["file"] for url in needs.urls if url in self.urls}
         return sorted(wanted)
+
+
+def wrong_versions(specs: list[str], versions: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """The `name=version` specs (apt's `*` globs, as the roles pin) that no version of that package in
+    the bundle matches, each with the versions it has: a bundle built for driver 580.95.05 cannot
+    install 580.105.08, and apt would only find out on the host."""
+    wrong = []
+    for spec in specs:
+        name, _, wanted = spec.partition("=")
+        have = versions.get(name)
+        if wanted and have and not any(fnmatch.fnmatchcase(version, wanted) for version in have):
+            wrong.append((spec, have))
+    return wrong
 
 
 def sha256_of(path: Path, advance: Callable[[int], None] = lambda _: None) -> str:

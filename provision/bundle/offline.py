@@ -112,8 +112,11 @@ def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, host
             "files": [{"path": path, **seen.manifest.files[path]} for path in files],
             "release": seen.needs.release,
             "images": [{"reference": ref, "file": seen.manifest.images[ref]["file"],
-                        "id": seen.manifest.images[ref]["id"]} for ref in seen.needs.images],
+                        "id": seen.manifest.images[ref]["id"]} for ref in seen.needs.images
+                       if ref in seen.manifest.images],
             "packages": bool(seen.needs.packages),
+            # URL -> its copy, relative to the bundle (the roles' `from_bundle` filter reads it)
+            "urls": {url: seen.manifest.urls[url]["file"] for url in seen.needs.urls if url in seen.manifest.urls},
         }
         key = key or seen.key
     if problems:

@@ -4,14 +4,17 @@ its image id (the sha256 of its config, the same on every machine that has those
 Converged is each reference present with the id the bundle recorded (one `docker image inspect`).
 A load that gives another id (a different image behind the tag) fails naming both ids. `docker load`
 keeps the tags the archive was saved with; docker 20.10's store does not keep repository digests
-across save/load, which is why the id is what is matched.
+across save/load, which is why the id is what is matched. A load shows the bytes the docker CLI has
+read of the archive, and the rate (docker_load.sh: `docker load` draws its bars only on a terminal).
 """
 
 from __future__ import annotations
 
 import posixpath
+import time
 from dataclasses import dataclass
 from functools import partial
+from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,6 +23,8 @@ from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import probe_block
+from provision.ops.streaming import ProgressThrottle, run_streaming
+from provision.ops.transfer_rate import MIB, TransferRate
 from provision.shell import Command, parse_records, quote
 
 
@@ -64,7 +69,8 @@ class DockerLoadOperation(Operation):
         loads = [image for image, have in zip(args.images, found, strict=True) if have != image.id]
         if not loads:
             return Plan.ok(", ".join(f"{i.reference} present ({i.id[:19]})" for i in args.images))
-        commands = [Command(script=f"docker load --quiet --input {quote(posixpath.join(args.dir, i.file))}",
+        script = resources.files("provision.ops").joinpath("docker_load.sh").read_text(encoding="utf-8")
+        commands = [Command(script=script, env={"ARCHIVE": posixpath.join(args.dir, i.file)},
                             description=f"docker load {i.file}", timeout=3600) for i in loads]
         check = Command(script=inspect_lines(args.images), description="the image ids after the load")
         return LoadPlan(changed=True, steps=[*commands, check], args=args,
@@ -72,10 +78,51 @@ class DockerLoadOperation(Operation):
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, LoadPlan) and plan.args is not None
+        *loads, check = plan.commands  # the loads, then the image ids after them
+        for command in loads:
+            load_with_progress(ctx, command)
         args = plan.args
-        found = parse_records(super().apply(ctx, plan).stdout, "id")  # the last step: the ids
+        found = parse_records(ctx.conn.run_command(check).stdout, "id")
         for image, have in zip(args.images, found, strict=False):
             if have != image.id:
                 raise TaskFailed(f"after docker load, {image.reference} is {have or 'absent'}, not the bundle's "
                                  f"{image.id}")
         return ApplyResult(changed=True)
+
+
+class LoadProgress:
+    """Reads docker_load.sh's "size=BYTES" and "loaded=BYTES" lines."""
+
+    def __init__(self) -> None:
+        self.size: int | None = None
+        self.loaded = 0
+
+    def feed(self, line: str) -> bool:
+        """True when the line moved the progress."""
+        key, _, value = line.strip().partition("=")
+        if key not in ("size", "loaded") or not value.isdigit():
+            return False
+        if key == "size":
+            self.size = int(value)
+        else:
+            self.loaded = max(self.loaded, int(value))
+        return True
+
+    def describe(self, what: str, rate: str) -> tuple[str, float | None, float | None]:
+        total = f"/{self.size / MIB:.1f}" if self.size else ""
+        return f"{what}: {self.loaded / MIB:.1f}{total} MiB{rate}", self.loaded, self.size
+
+
+def load_with_progress(ctx: ApplyContext, command: Command) -> None:
+    progress = LoadProgress()
+    throttle = ProgressThrottle(ctx.progress, every=1.0)
+    rate = TransferRate(time.monotonic)
+
+    def on_line(line: str) -> None:
+        if progress.feed(line):
+            throttle(*progress.describe(command.description, rate.text(progress.loaded)))
+
+    loaded = run_streaming(ctx.conn, command, on_line, check=False)
+    if loaded.rc != 0:
+        raise TaskFailed(f"{command.description} failed (exit {loaded.rc}): "
+                         f"{(loaded.stderr.strip() or loaded.stdout.strip())[-400:]}")

@@ -63,7 +63,8 @@ def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environm
         finalize=_finalize,
         autoescape=False,
     )
-    env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine)
+    env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine,
+                       from_bundle=_from_bundle)
     env.globals.update({name: _function(target) for name, target in FUNCTIONS.items()})
     env.tests.update(match=_regex_match, search=_regex_search, contains=_contains)
     return env
@@ -111,6 +112,20 @@ def _to_bool(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in {"1", "true", "yes", "on"}
     return bool(value)
+
+
+@jinja2.pass_context
+def _from_bundle(context: jinja2.runtime.Context, url: Any) -> str:
+    """`URL | from_bundle`: where this host reads URL from: the offline bundle's copy of it
+    (`file://<bundle_path>/<file>`) when the run has a bundle that carries it (`up --bundle`, which
+    sets `bundle_host.urls`), else URL itself. One rule for every download a role names (an apt
+    repository's key, a keyring package): `provision bundle` fetches what the URL gives."""
+    text = str(_finalize(url))
+    bundle_host = context.get("bundle_host")
+    copies = bundle_host.get("urls") if isinstance(bundle_host, dict) else None
+    if not copies or text not in copies:
+        return text
+    return f"file://{str(context.get('bundle_path')).rstrip('/')}/{copies[text]}"
 
 
 def _shquote(value: Any) -> str:

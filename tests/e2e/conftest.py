@@ -44,12 +44,13 @@ def gpu_check_image(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def gpu_host(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., LabHost]:
-    """`gpu_host(traits, prefix=..., suite=...)`: a fresh lab host (Debian `suite`) with the simulated
-    hardware of `traits` (an RTX 5090 Laptop by default). Traits that act at boot (nouveau) are applied
-    as a boot would."""
-    def make(traits: HostTraits | None = None, prefix: str = "gpu", suite: str = "bookworm") -> LabHost:
+    """`gpu_host(traits, prefix=..., suite=..., offline=False)`: a fresh lab host (Debian `suite`) with
+    the simulated hardware of `traits` (an RTX 5090 Laptop by default); `offline`: no egress but SSH.
+    Traits that act at boot (nouveau) are applied as a boot would."""
+    def make(traits: HostTraits | None = None, prefix: str = "gpu", suite: str = "bookworm",
+             offline: bool = False) -> LabHost:
         traits = traits or HostTraits()
-        host = gpu_laptop(lab, tmp_path_factory.mktemp(f"{prefix}-traits"), traits, prefix, suite)
+        host = gpu_laptop(lab, tmp_path_factory.mktemp(f"{prefix}-traits"), traits, prefix, suite, offline)
         if traits.nouveau_at_boot:  # written after this boot: do what the next boot would
             rc, out = host.exec("systemctl daemon-reload && systemctl start standin-nouveau.service && "
                                 "test -d /sys/module/nouveau")

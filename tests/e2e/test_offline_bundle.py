@@ -6,8 +6,8 @@ bookworm image; the stand-in vLLM image; the stand-in hub's weights); `provision
 converges the host from it, and a rerun changes nothing. A bundle without the weights is refused
 (exit 2, naming host and weights) before anything on the host changes.
 
-The GPU stack is left out: NVIDIA's repositories are configured by their keyring packages and keys
-fetched at run time, which a bundle does not carry yet. The stand-in vLLM runs without `--gpus`.
+The GPU stack is left out here (the stand-in vLLM runs without `--gpus`); the whole site, GPU stack
+included, from a bundle is tests/e2e/test_offline_gpu_bundle.py.
 """
 
 from __future__ import annotations

@@ -52,10 +52,11 @@ def check_image(lab: Lab, workdir: Path) -> str:
 
 
 def gpu_laptop(lab: Lab, workdir: Path, traits: HostTraits, prefix: str = "laptop",
-               suite: str = "bookworm") -> LabHost:
-    """A fresh lab host (Debian `suite`) with the simulated hardware of `traits` written in before its first use."""
+               suite: str = "bookworm", offline: bool = False) -> LabHost:
+    """A fresh lab host (Debian `suite`) with the simulated hardware of `traits` written in before its
+    first use; `offline`: its egress allows only its SSH server's replies (see Lab.new_host)."""
     binds = [Bind(str(m.source), m.target, m.read_only) for m in host_traits_mounts(traits, workdir)]
-    host = lab.new_host(prefix=prefix, binds=binds, suite=suite)
+    host = lab.new_host(prefix=prefix, binds=binds, suite=suite, offline=offline)
     for item in host_traits_files(traits):
         data = base64.b64encode(item.content).decode()
         path = shlex.quote(item.path)

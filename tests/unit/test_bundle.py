@@ -192,5 +192,103 @@ def test_docker_load_matches_by_image_id() -> None:
     assert not plan("docker_load", f"id={image['id']}\n", **args).changed
     for found in ("id=\n", "id=sha256:" + "b" * 64 + "\n"):
         load = plan("docker_load", found, **args)
-        assert load.changed and load.commands[0].script == \
-            "docker load --quiet --input '/var/lib/provision/bundle/images/a.tar'"
+        assert load.changed and load.commands[0].env == {"ARCHIVE": "/var/lib/provision/bundle/images/a.tar"}
+        assert "docker load --quiet --input" in load.commands[0].script
+
+
+def test_docker_load_reports_the_bytes_docker_has_read(tmp_path: Path) -> None:
+    """docker_load.sh against a `docker` that reads the archive in two steps, as the CLI streams it."""
+    import os
+    import subprocess
+    from importlib import resources
+
+    from provision.ops.docker_load import LoadProgress
+
+    archive = tmp_path / "images" / "a.tar"
+    archive.parent.mkdir()
+    archive.write_bytes(b"x" * 3000)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\nexec 3< "$4"\ndd bs=1000 count=1 <&3 >/dev/null 2>&1\n'
+                                    "sleep 2.5\ncat <&3 >/dev/null\n")
+    (bin_dir / "docker").chmod(0o755)
+    script = resources.files("provision.ops").joinpath("docker_load.sh").read_text(encoding="utf-8")
+    ran = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                              "ARCHIVE": str(tmp_path / "images" / ".." / "images" / "a.tar")})
+    assert ran.returncode == 0, ran.stderr
+    progress, seen = LoadProgress(), []
+    for line in ran.stdout.splitlines():
+        if progress.feed(line):
+            seen.append(progress.loaded)
+    assert progress.size == 3000 and 1000 in seen, ran.stdout
+    assert progress.describe("docker load images/a.tar", ", 1.0 MiB/s")[0] == \
+        "docker load images/a.tar: 0.0/0.0 MiB, 1.0 MiB/s"
+
+
+def test_the_gpu_roles_need_their_repositories_keys_and_driver_pin(tmp_path: Path) -> None:
+    needs = needs_for(tmp_path, "nvidia_driver,cuda_toolkit,container_toolkit", nvidia_driver_version="580.95.05",
+                      nvidia_kernel_headers={"debian": []}, nvidia_dkms_packages=[])
+    keyring = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
+    assert needs.urls == [keyring, "https://nvidia.github.io/libnvidia-container/gpgkey"]
+    assert [repo["name"] for repo in needs.repositories] == ["cuda", "nvidia-container-toolkit-keyring"]
+    assert {"nvidia-driver-cuda=580.95.05-*", "cuda-toolkit-12-9", "nvidia-container-toolkit=1.18.0-1"} <= set(
+        needs.packages)
+    assert needs.components == {"/etc/apt/sources.list.d/debian.sources": ["contrib"],
+                                "/etc/apt/sources.list": ["contrib"]}
+    (pin,) = needs.preferences.values()
+    assert "Pin: version 580.95.05-*\nPin-Priority: 1000" in pin
+    assert needs.unresolved == []
+
+
+def test_a_bundle_without_a_repository_key_or_with_another_driver_release_is_named() -> None:
+    bundle = manifest()
+    bundle.releases["debian-bookworm"]["packages"].append("nvidia-driver-cuda")
+    bundle.releases["debian-bookworm"]["versions"] = {"nvidia-driver-cuda": ["580.95.05-1"]}
+    needs = HostNeeds("desk-1", "debian-bookworm", ["nvidia-driver-cuda=580.105.08-*"],
+                      urls=["https://example.invalid/gpgkey"])
+    assert bundle.missing(needs) == [
+        "nvidia-driver-cuda=580.105.08-* for debian-bookworm (the bundle has 580.95.05-1)",
+        "https://example.invalid/gpgkey (an apt repository's key or keyring package)"]
+    bundle.urls["https://example.invalid/gpgkey"] = {"file": "files/abc/gpgkey", "hosts": ["desk-1"]}
+    bundle.files["files/abc/gpgkey"] = {"size": 1, "sha256": "g"}
+    assert bundle.missing(HostNeeds("desk-1", "debian-bookworm", ["nvidia-driver-cuda=580.95.*"],
+                                    urls=["https://example.invalid/gpgkey"])) == []
+    assert "files/abc/gpgkey" in bundle.files_for(needs)
+
+
+def test_under_a_bundle_a_url_it_carries_is_read_from_its_copy() -> None:
+    from provision.playbook.templating import Renderer, make_environment
+
+    url = "https://nvidia.github.io/libnvidia-container/gpgkey"
+    offline = Renderer(make_environment(), {"bundle_host": {"urls": {url: "files/abc/gpgkey"}},
+                                            "bundle_path": "/media/usb/bundle/", "url": url})
+    assert offline.render("{{ url | from_bundle }}") == "file:///media/usb/bundle/files/abc/gpgkey"
+    online = Renderer(make_environment(), {"bundle_host": {}, "bundle_path": "/var/lib/provision/bundle", "url": url})
+    assert online.render("{{ url | from_bundle }}") == url
+    assert offline.render("{{ 'https://other.invalid/key' | from_bundle }}") == "https://other.invalid/key"
+
+
+def test_the_release_container_gets_the_roles_repositories_and_pins(tmp_path: Path) -> None:
+    from provision.bundle.repositories import url_file, write_setup
+
+    key_url = "https://nvidia.github.io/libnvidia-container/gpgkey"
+    deb_url = "https://x.invalid/r/cuda-keyring_1.1-1_all.deb"
+    armored = b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAEC\n=abcd\n-----END PGP PUBLIC KEY BLOCK-----\n"
+    for url, data in ((key_url, armored), (deb_url, b"!<arch>\n")):
+        (tmp_path / url_file(url)).parent.mkdir(parents=True)
+        (tmp_path / url_file(url)).write_bytes(data)
+    assert url_file(deb_url).endswith("/cuda-keyring_1.1-1_all.deb")
+    setup = tmp_path / "setup"
+    digest = write_setup(setup, tmp_path, [
+        {"name": "cuda", "keyring_package_url": deb_url},
+        {"name": "nvidia-container-toolkit-keyring", "suites": ["/"], "key_url": key_url,
+         "uris": ["https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"]}],
+        {"/etc/apt/preferences.d/nvidia-driver.pref": "Pin: version 580.*\n"}, "x86_64")
+    assert (setup / "keys/nvidia-container-toolkit-keyring.gpg").read_bytes() == b"\x00\x01\x02"  # dearmored
+    sources = (setup / "sources/nvidia-container-toolkit-keyring.sources").read_text()
+    assert "Architectures: amd64" in sources
+    assert "Signed-By: /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg" in sources
+    assert (setup / "debs/cuda-keyring_1.1-1_all.deb").is_file()
+    assert (setup / "preferences/nvidia-driver.pref").read_text() == "Pin: version 580.*\n"
+    assert len(digest) == 64

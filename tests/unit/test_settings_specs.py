@@ -71,7 +71,7 @@ def _names(text: str, env: jinja2.Environment) -> set[str]:
 
 def test_every_variable_read_by_a_task_or_template_is_declared_or_registered():
     env = jinja2.Environment()
-    env.filters.update({"shquote": str, "combine": dict})
+    env.filters.update({"shquote": str, "combine": dict, "from_bundle": str})
     used: set[str] = set()
     registered: set[str] = set()
 
