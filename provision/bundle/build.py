@@ -51,8 +51,14 @@ def target_facts(plays: list[Play], host: Host, extra_vars: dict[str, Any], args
     the host's own (it must be reachable from here)."""
     declared = host_variables(plays[0], host, extra_vars).get("bundle_os") or {}
     if declared:
-        return HostFacts(os=OsInfo(id=str(declared.get("id", "")), version_id=str(declared.get("version_id", "")),
-                                   codename=str(declared.get("codename", ""))), arch="x86_64").as_vars()
+        facts = HostFacts(os=OsInfo(id=str(declared.get("id", "")), version_id=str(declared.get("version_id", "")),
+                                    codename=str(declared.get("codename", ""))), arch="x86_64",
+                          kernel=str(declared.get("kernel", ""))).as_vars()
+        if not facts["kernel"]:
+            # unknown, not empty: a package named after the kernel (the DKMS headers) is then reported
+            # as not known before the run, never bundled as "linux-headers-"
+            del facts["kernel"]
+        return facts
     try:
         conn = connect(host, args.trust_new_host_keys, None, timeouts_of(args))
         try:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from provision.bundle.apt_repo import AptProgress
+from provision.bundle.build import target_facts
 from provision.bundle.manifest import Manifest
 from provision.bundle.needs import HostNeeds, Weights, host_needs
 from provision.bundle.weights import api_path, fetch, file_list, resolve_path
@@ -292,3 +293,22 @@ def test_the_release_container_gets_the_roles_repositories_and_pins(tmp_path: Pa
     assert (setup / "debs/cuda-keyring_1.1-1_all.deb").is_file()
     assert (setup / "preferences/nvidia-driver.pref").read_text() == "Pin: version 580.*\n"
     assert len(digest) == 64
+
+
+def test_a_host_known_by_bundle_os_gets_kernel_headers_only_when_its_kernel_is_declared(tmp_path: Path) -> None:
+    """Without the host's `uname -r` the DKMS headers' name is unknown: reported, never "linux-headers-"."""
+    plays = load_playbook(SITE)
+    os_only = {"id": "debian", "version_id": "12", "codename": "bookworm"}
+    with_kernel = {**os_only, "kernel": "6.1.0-18-amd64"}
+    for declared, expected in ((os_only, None), (with_kernel, "linux-headers-6.1.0-18-amd64")):
+        inventory_file = tmp_path / "inventory.yaml"
+        inventory_file.write_text(json.dumps({"all": {"hosts": {"desk-1": {"bundle_os": declared}}}}))
+        inventory = load_inventory(inventory_file)
+        host = inventory.host("desk-1")
+        facts = target_facts(plays, host, {}, None)  # type: ignore[arg-type]  # not reached: no connection
+        needs = host_needs(plays, inventory, host, facts, {}, RunOptions(tags=frozenset({"nvidia_driver"})))
+        assert not any(name.endswith("-") for name in needs.packages), needs.packages
+        if expected is None:
+            assert any(task.startswith("nvidia_driver: kernel headers and DKMS") for task in needs.unresolved)
+        else:
+            assert expected in needs.packages and needs.unresolved == []
