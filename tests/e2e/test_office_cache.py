@@ -10,11 +10,13 @@ stack) so it fits this 2-core machine; benchmarks/office_cache.py measures 5 hos
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.e2e.faults.test_kill_at_every_boundary import run_and_kill
 from tests.e2e.helpers import provision
 from tests.e2e.office_cache_support import CACHE_PORTS, Upstreams, add_group, apt_cacher_bytes
 from tests.lab import Lab
@@ -27,6 +29,14 @@ pytestmark = pytest.mark.lab
 
 TAGS = "office_cache_client,docker,model"
 MIB = 1024 * 1024
+HF_CACHE = "/var/lib/provision/huggingface"
+DOWNLOADING = re.compile(r"\| downloading \S+ .*: [1-9]\d* of \d+ MiB")
+
+
+def sh(host, command: str) -> str:
+    rc, output = host.exec(command)
+    assert rc == 0, f"{command}: {output}"
+    return output.strip()
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +51,13 @@ def office(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
         clients = lab.new_hosts(2, prefix="aclient")
         urls = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
                 for name, port in CACHE_PORTS.items()}
-        inventory = lab.write_inventory(
-            tmp / "office.yaml", [cache, *clients], hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}",
-            vllm_image=image.replace(f"{registry}/", ""), office_cache_registry_upstream=f"http://{registry}",
-            office_cache_min_free_gib=1, **urls)
+        variables = {"hf_endpoint": f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}",
+                     "vllm_image": image.replace(f"{registry}/", ""),
+                     "office_cache_registry_upstream": f"http://{registry}", "office_cache_min_free_gib": 1, **urls}
+        inventory = lab.write_inventory(tmp / "office.yaml", [cache, *clients], **variables)
         add_group(inventory, "office_cache", cache.name)
-        yield {"tmp": tmp, "inventory": inventory, "cache": cache, "clients": clients,
-               "upstreams": Upstreams(tmp / "hub.jsonl", lab.registry.dir / "registry.log")}
+        yield {"tmp": tmp, "inventory": inventory, "cache": cache, "clients": clients, "hub": hub,
+               "variables": variables, "upstreams": Upstreams(tmp / "hub.jsonl", lab.registry.dir / "registry.log")}
     finally:
         hub.stop()
 
@@ -95,6 +105,50 @@ def test_status_shows_the_cache_services_and_hit_rates(rolled_out, office) -> No
     assert row["hub"]["hit_rate"] > 0.4 and row["apt"]["hit_rate"] > 0.3, row
     table = provision("status", str(office["inventory"]), "--limit", cache)
     assert "OFFICE CACHE" in table.stdout and "apt-cacher-ng" in table.stdout, table.output
+
+
+def test_a_cache_host_killed_mid_download_fails_the_host_clearly_and_a_rerun_falls_back_with_nothing_corrupt(
+        rolled_out, office, lab) -> None:
+    """A host of a later batch fetches the weights through the cache while the cache fetches them from
+    the hub (its hub cache emptied, the hub at 1 MiB/s); the cache host's power is cut then. The host
+    has docker and the image already (the lab has no Docker Hub to fall back to for an image: the
+    converged hosts' image fallback is the next test)."""
+    cache, tmp = office["cache"], office["tmp"]
+    late = lab.new_host(prefix="alate")
+    (tmp / "late").mkdir()  # its own known_hosts: the office inventory's stays as it is
+    inventory = lab.write_inventory(tmp / "late" / "late.yaml", [cache, late], **office["variables"])
+    add_group(inventory, "office_cache", cache.name)
+    docker = provision("up", str(inventory), "--limit", late.name, "--tags", "office_cache_client,docker",
+                       json_path=tmp / "late-docker.json")
+    assert docker.returncode == 0, docker.output
+    sh(late, f"docker pull -q {office['variables']['vllm_image']}")  # through the cache's registry mirror
+    assert cache.exec("rm -rf /var/cache/provision-hf-mirror/* && systemctl restart nginx")[0] == 0
+    office["hub"].state.options.throttle_bytes_per_s = MIB
+    try:
+        run = run_and_kill(inventory, late.name, "--limit", late.name, "--tags", TAGS, timeout=300,
+                           when=lambda lines: any(DOWNLOADING.search(line) for line in lines[-3:]),
+                           instead=lambda: cache.stop(timeout=0))
+        rerun = provision("up", str(inventory), "--limit", late.name, "--tags", TAGS, json_path=tmp / "late.json")
+    finally:
+        office["hub"].state.options.throttle_bytes_per_s = 0
+        cache.reboot_restart()
+    print("\n".join(line for line in run.output.splitlines() if "failed" in line or "host " in line))
+    error = re.sub(r"\s+", " ", run.output)
+    # the run either fell back at once or failed this host naming the task and what broke
+    clear = run.returncode == 0 or (f"host {late.name}, task 'model weights downloaded and verified'" in error
+                                    and re.search(r"10\.0\.2\.2:\d+", error) is not None)
+    assert run.injected and clear, run.output[-3000:]
+    assert rerun.returncode == 0, rerun.output
+    assert "hub: office cache http://10.0.2.2:" in rerun.output and "is DOWN, falling back to" in rerun.output
+    # nothing corrupt: every blob in place has the hash it is named by (LFS sha256; git sha1 for the rest)
+    blobs = sh(late, f"find {HF_CACHE} -path '*/blobs/*' ! -name '*.part' -type f")
+    assert blobs, "no weights on the host"
+    for blob in blobs.splitlines():
+        name = blob.rsplit("/", 1)[1]
+        if len(name) == 64:
+            assert sh(late, f"sha256sum {blob}").split()[0] == name, blob
+    again = provision("up", str(inventory), "--limit", late.name, "--tags", TAGS, json_path=tmp / "late-again.json")
+    assert again.returncode == 0 and again.changed_tasks(late.name) == [], again.output
 
 
 def test_with_the_cache_host_down_converged_hosts_fall_back_and_say_so(rolled_out, office) -> None:

@@ -163,12 +163,13 @@ class LabHost:
         if wait:
             self.wait_for_ssh()
 
-    def stop(self) -> None:
-        """Stop the host like a power-off; the supervisor leaves it stopped. Its disk is kept."""
+    def stop(self, timeout: int = 10) -> None:
+        """Stop the host like a power-off (`timeout=0`: a power cut, its services get no SIGTERM);
+        the supervisor leaves it stopped. Its disk is kept."""
         with self._lock():
             (self.dir / "stopped").touch()
             with suppress(docker.errors.NotFound):
-                self.container.stop(timeout=10)
+                self.container.stop(timeout=timeout)
             net.detach(self.dir)
 
     def remove(self) -> None:
