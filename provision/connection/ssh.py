@@ -175,10 +175,10 @@ class SSHConnection:
 
     def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
         """Start a long-running script on its own channel (as run does) and return its stdout lines as
-        they come; closing the stream closes the channel, and the script's next write fails (EPIPE)."""
+        they come; closing the stream closes the channel: the script reads end of file on stdin at
+        once, and its next write fails (EPIPE)."""
         channel, _ = self._open_shell(sudo)
-        channel.sendall(wrap_script(script, None, env).encode())
-        channel.shutdown_write()
+        channel.sendall(wrap_script(script, None, env, keep_stdin=True).encode())
         return LineStream(channel.makefile("r"), channel.close)
 
     def _open_shell(self, sudo: bool) -> tuple[paramiko.Channel, bytes]:

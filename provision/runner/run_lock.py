@@ -3,8 +3,10 @@
 The lock script (run_lock.sh) is started on its own channel right after connecting, beside the facts
 probe (no extra wait): it takes flock(2) on /var/lib/provision/run.lock, records who holds it
 (controller host, pid, the pid's start time, the command) and writes a beat every second for as long
-as the run's controller keeps the channel open. A controller that dies or closes the connection
-releases the lock by itself (the holder's next write fails). A second run is refused at once naming
+as the run's controller keeps the channel open. A controller that closes the channel (a run that
+ends) releases the lock at once (the holder reads end of file on its stdin: a rerun right after
+finds it free); one that dies or loses the network releases it by itself (the holder's next write
+fails). A second run is refused at once naming
 the holder, or waits (`--wait-lock SECONDS`). A holder whose controller is provably gone — the same
 controller machine, and that pid no longer runs with that start time — is ended and the lock taken.
 
