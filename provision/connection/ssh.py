@@ -8,6 +8,7 @@ Each `run` is one exec channel: one round trip.
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -37,6 +38,7 @@ TRANSIENT_ERRORS = (
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 CHUNK = 65536
 EOF_AFTER_EXIT_S = 2.0
+OUTPUT_WAIT_S = 0.05
 
 
 UPLOAD_CHUNK = 1024 * 1024
@@ -228,6 +230,17 @@ def _ready_stderr(channel: paramiko.Channel) -> bytes:
     return channel.recv_stderr(CHUNK) if channel.recv_stderr_ready() else b""
 
 
+def _wait_for_output(channel: paramiko.Channel) -> None:
+    """Block until the command writes (stdout or stderr) or ends, or OUTPUT_WAIT_S passes: no polling
+    loop per command (20 hosts' probes are 20 threads that would wake 100 times a second each, on the
+    cores the hosts' own work needs). paramiko's fileno() is a pipe set by either stream's data and at
+    end of file; after end of file it stays set, so the wait for the exit status that follows sleeps."""
+    if channel.eof_received:
+        channel.status_event.wait(OUTPUT_WAIT_S)
+    else:
+        select.select([channel], [], [], OUTPUT_WAIT_S)
+
+
 def _collect(channel: paramiko.Channel, timeout: float | None,
              on_output: Callable[[str], None] | None, early_stderr: bytes = b"") -> RunResult:
     """Read stdout/stderr until the command exits (or the timeout passes: rc -1)."""
@@ -266,7 +279,7 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
             channel.close()
             return RunResult(out.decode(errors="replace"), err.decode(errors="replace") + "\n(timed out)", -1)
         if not progressed:
-            time.sleep(0.01)
+            _wait_for_output(channel)
     rc = channel.recv_exit_status()
     transport = channel.get_transport()
     channel.close()
