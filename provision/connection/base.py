@@ -30,8 +30,11 @@ class RunResult:
     rc: int
 
 
-def wrap_script(script: str, data: bytes | None, env: dict[str, str] | None = None) -> str:
-    """The text fed to `bash -s` for a script and its optional payload (on fd 3)."""
+def wrap_script(script: str, data: bytes | None, env: dict[str, str] | None = None,
+                keep_stdin: bool = False) -> str:
+    """The text fed to `bash -s` for a script and its optional payload (on fd 3). With `keep_stdin`
+    (a started script) stdin stays the controller's side of the session, which sends nothing more:
+    end of file there means the controller let go."""
     lines = ["set -euo pipefail", "export DEBIAN_FRONTEND=noninteractive LC_ALL=C"]
     for key, value in (env or {}).items():
         lines.append(f"export {key}={quote(value)}")
@@ -46,7 +49,7 @@ def wrap_script(script: str, data: bytes | None, env: dict[str, str] | None = No
     lines.append(script)
     # bash -s reads its script from stdin as it goes: a command that reads stdin would eat the rest
     # of the script. A brace group is parsed whole before it runs, and runs with stdin closed.
-    return "{\n" + "\n".join(lines) + "\n} </dev/null\n"
+    return "{\n" + "\n".join(lines) + ("\n}\n" if keep_stdin else "\n} </dev/null\n")
 
 
 
@@ -83,7 +86,9 @@ class Connection(Protocol):
         ...
 
     def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
-        """Start a long-running script (a lock holder, a watcher); its stdout lines as they arrive."""
+        """Start a long-running script (a lock holder, a watcher); its stdout lines as they arrive.
+        Its stdin stays open until the stream is closed: end of file there tells the script at once
+        that the controller let go."""
         ...
 
     def close(self) -> None: ...

@@ -67,10 +67,12 @@ class LocalConnection:
         and ends the process."""
         process, _ = self._spawn(sudo)
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(wrap_script(script, None, env).encode())
-        process.stdin.close()
+        process.stdin.write(wrap_script(script, None, env, keep_stdin=True).encode())
+        process.stdin.flush()
 
         def stop() -> None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
             process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)

@@ -43,7 +43,7 @@ attributes() {{
 if [ -d "$p" ]; then echo type=directory; attributes
 elif [ -f "$p" ]; then
   echo type=file; attributes; echo "size=$size"
-  sha=$(sha256sum < "$p" | cut -d' ' -f1); echo "sha256=$sha"
+  sha=$(sha256sum < "$p"); sha=${{sha%% *}}; echo "sha256=$sha"
   if {content_test}; then echo "content=$(base64 -w0 < "$p")"; fi
 elif [ -e "$p" ]; then echo type=other
 else echo type=absent

@@ -12,7 +12,7 @@ import functools
 import importlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,26 @@ def _expression(env: jinja2.Environment, expression: str) -> Callable[..., Any]:
     return env.compile_expression(expression, undefined_to_none=False)
 
 
+def _run(template: jinja2.Template, variables: Variables) -> str:
+    """`template.render(**variables)` without copying the variables into the context (shared: Jinja
+    reads the mapping in place, see jinja2.runtime.new_context)."""
+    context = template.new_context(variables, shared=True)  # type: ignore[arg-type]  # a Mapping is enough
+    try:
+        return template.environment.concat(template.root_render_func(context))  # type: ignore[attr-defined]
+    except Exception:
+        return template.environment.handle_exception()
+
+
+def _value(expression: Any, variables: Variables) -> Any:
+    """A compiled expression's value over `variables`, read in place (what TemplateExpression.__call__
+    does, less its copy of every variable)."""
+    template = expression._template
+    context = template.new_context(variables, shared=True)
+    for _ in template.root_render_func(context):
+        pass
+    return context.vars["result"]
+
+
 @functools.lru_cache(maxsize=4096)
 def _references(env: jinja2.Environment, text: str) -> tuple[frozenset[str], frozenset[str] | None]:
     """(variable names a template text reads, the `facts.NAME` fields it reads or None when it uses
@@ -197,35 +217,68 @@ def facts_read(env: jinja2.Environment, values: list[Any], variables: dict[str, 
     return frozenset(fields)
 
 
+class Variables(Mapping[str, Any]):
+    """One host's variables as Jinja reads them: a value that is itself a template is rendered at its
+    first use, as Ansible does on use, and kept; the environment's globals come last. A run renders only
+    the variables its tasks read, not every role default of the play for every host (issue 13), and a
+    render reads this mapping in place instead of copying every variable into a new context per call.
+
+    A variable that cannot be rendered (it names a result registered later, or itself) becomes an
+    undefined that explains itself if it is used."""
+
+    def __init__(self, renderer: Renderer, variables: dict[str, Any]) -> None:
+        self._renderer = renderer
+        self._raw = variables
+        self._rendered: dict[str, Any] = {}
+        self._rendering: set[str] = set()
+        self._globals = renderer.env.globals
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._rendered:
+            return self._rendered[key]
+        if key not in self._raw:
+            return self._globals[key]
+        value = self._raw[key]
+        if not _has_template(value):
+            self._rendered[key] = value
+            return value
+        if key in self._rendering:
+            return self._renderer.env.undefined(hint=f"variable {key!r} cannot be rendered: it refers to itself",
+                                                name=key)
+        self._rendering.add(key)
+        try:
+            value = self._renderer.render(value)
+        except (TemplateError, jinja2.TemplateError) as error:
+            value = self._renderer.env.undefined(hint=f"variable {key!r} cannot be rendered: {error}", name=key)
+        finally:
+            self._rendering.discard(key)
+        self._rendered[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw or key in self._globals
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._globals, **self._raw})
+
+    def __len__(self) -> int:
+        return len(self._globals.keys() | self._raw.keys())
+
+    def copy(self) -> dict[str, Any]:
+        """Every variable, rendered (Jinja's Context.get_all() hands the mapping out, and copies it)."""
+        return dict(self.items())
+
+
 class Renderer:
     """Renders values against one host's variables (vars + facts + registered results).
 
     A variable whose value is itself a template (`docker_repo_url: "https://.../{{ facts.os.id }}"`)
-    is rendered when the Renderer is made, as Ansible does on use; one that cannot be rendered yet
-    (it names a result registered later) becomes an undefined that explains itself if it is used.
+    is rendered at its first use (`Variables`).
     """
 
     def __init__(self, env: jinja2.Environment, variables: dict[str, Any]) -> None:
         self.env = env
-        self.variables = self._resolved(variables)
-
-    def _resolved(self, variables: dict[str, Any]) -> dict[str, Any]:
-        templated = [key for key, value in variables.items() if _has_template(value)]
-        resolved = dict(variables)
-        for _ in range(4):  # variables naming templated variables: a few passes reach the fixpoint
-            if not templated:
-                break
-            self.variables = resolved
-            still = []
-            for key in templated:
-                try:
-                    resolved[key] = self.render(variables[key])
-                except (TemplateError, jinja2.TemplateError) as error:
-                    resolved[key] = self.env.undefined(hint=f"variable {key!r} cannot be rendered: {error}",
-                                                       name=key)
-                    still.append(key)
-            templated = still
-        return resolved
+        self.variables = Variables(self, variables)
 
     def render(self, value: Any) -> Any:
         """Render strings inside any structure; single-expression strings keep their native type."""
@@ -244,13 +297,13 @@ class Renderer:
             match = SINGLE_EXPRESSION.match(text.strip())
             if match:
                 return reveal(self.evaluate(match.group("expr")))
-            return _template(self.env, text).render(**self.variables)
+            return _run(_template(self.env, text), self.variables)
         except jinja2.TemplateError as error:
             raise TemplateError(f"{error} (in {text!r})") from error
 
     def evaluate(self, expression: str) -> Any:
         """The value of one Jinja expression; an undefined name is an error, not None."""
-        value = _expression(self.env, expression)(**self.variables)
+        value = _value(_expression(self.env, expression), self.variables)
         if isinstance(value, jinja2.Undefined):
             value._fail_with_undefined_error()
         return value
@@ -274,7 +327,7 @@ class Renderer:
     def render_file(self, name: str) -> str:
         """Render a role template (templates/NAME) to text."""
         try:
-            return self.env.get_template(name).render(**self.variables)
+            return _run(self.env.get_template(name), self.variables)
         except jinja2.TemplateNotFound as error:
             raise TemplateError(f"template not found: {name}") from error
         except jinja2.TemplateError as error:

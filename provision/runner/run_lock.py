@@ -3,8 +3,10 @@
 The lock script (run_lock.sh) is started on its own channel right after connecting, beside the facts
 probe (no extra wait): it takes flock(2) on /var/lib/provision/run.lock, records who holds it
 (controller host, pid, the pid's start time, the command) and writes a beat every second for as long
-as the run's controller keeps the channel open. A controller that dies or closes the connection
-releases the lock by itself (the holder's next write fails). A second run is refused at once naming
+as the run's controller keeps the channel open. A controller that closes the channel (a run that
+ends) releases the lock at once (the holder reads end of file on its stdin: a rerun right after
+finds it free); one that dies or loses the network releases it by itself (the holder's next write
+fails). A second run is refused at once naming
 the holder, or waits (`--wait-lock SECONDS`). A holder whose controller is provably gone — the same
 controller machine, and that pid no longer runs with that start time — is ended and the lock taken.
 
@@ -129,18 +131,34 @@ class RunLock:
         self.silent_for: float | None = None
         self._answer: list[str] = []
         self._answered = threading.Event()
+        self._failure: Exception | None = None
         self._closed = False
 
     def start(self, conn: Connection, break_pid: int | None = None) -> None:
-        """Ask for the lock on `conn` without waiting for the answer (read it with `confirm`)."""
+        """Ask for the lock on `conn` without waiting, not even for its channel to open (the facts probe
+        goes out meanwhile); read the answer with `confirm`."""
         holder = json.dumps(self.me)[:-1]
         env = {"LOCK_DIR": self.lock_dir, "HOLDER": holder, "GRACE_S": "2", "BREAK_PID": str(break_pid or "")}
-        self._answer, self._answered = [], threading.Event()
+        self._answer, self._answered, self._failure = [], threading.Event(), None
         self.silent_for = None
-        self.stream = conn.start(lock_script(), sudo=True, env=env)
         self.last_beat = time.monotonic()
-        threading.Thread(target=self._read, args=(self.stream, self._answer, self._answered, conn), daemon=True,
+        threading.Thread(target=self._run, args=(conn, env, self._answer, self._answered), daemon=True,
                          name=f"run-lock {self.host_name}").start()
+
+    def _run(self, conn: Connection, env: dict[str, str], answer: list[str], answered: threading.Event) -> None:
+        try:
+            stream = conn.start(lock_script(), sudo=True, env=env)
+        except Exception as error:  # the channel did not open: confirm reports it
+            self._failure = error
+            answered.set()
+            return
+        if self._closed:  # released while the channel was opening
+            stream.close()
+            answered.set()
+            return
+        self.stream = stream
+        self.last_beat = time.monotonic()
+        self._read(stream, answer, answered, conn)
 
     def _read(self, stream: LineStream, answer: list[str], answered: threading.Event, conn: Connection) -> None:
         watchdog_started = False
@@ -176,6 +194,8 @@ class RunLock:
         while True:
             if not self._answered.wait(ANSWER_TIMEOUT_S):
                 raise ProvisionError(f"the run lock on {self.host_name} did not answer in {ANSWER_TIMEOUT_S:.0f} s")
+            if self._failure is not None:
+                raise self._failure
             answer = parse_answer(self._answer)
             if answer.taken:
                 return waited

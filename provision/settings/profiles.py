@@ -8,6 +8,7 @@ every field of a profile can be overridden per host. A profile's values are chec
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +34,28 @@ class ProfileValue:
 def names(option: Option) -> list[str]:
     """The profiles of `option`'s folder, by name, sorted."""
     folder = option.profiles
-    return sorted(p.name.removesuffix(SUFFIX) for p in folder.glob(f"*{SUFFIX}")) if folder and folder.is_dir() else []
+    return list(_names(folder, folder.stat().st_mtime_ns)) if folder and folder.is_dir() else []
+
+
+@functools.lru_cache(maxsize=64)
+def _names(folder: Path, _mtime_ns: int) -> tuple[str, ...]:
+    return tuple(sorted(p.name.removesuffix(SUFFIX) for p in folder.glob(f"*{SUFFIX}")))
 
 
 def read(option: Option, name: str) -> dict[str, ProfileValue]:
-    """The variables of profile `name` with the line of each (InputError for a broken file)."""
+    """The variables of profile `name` with the line of each (InputError for a broken file). Read once
+    per process and file version: every host of a fleet selects its profile again, per play."""
     assert option.profiles is not None
     path = option.profiles / f"{name}{SUFFIX}"
+    try:
+        version = path.stat().st_mtime_ns
+    except OSError:
+        version = 0  # load_yaml_file names the missing file
+    return dict(_read(path, version))
+
+
+@functools.lru_cache(maxsize=256)
+def _read(path: Path, _mtime_ns: int) -> dict[str, ProfileValue]:
     doc = load_yaml_file(path)
     if not isinstance(doc.data, Mapping):
         raise InputError("a profile is a mapping of variable names to values", path, doc.value_line(()))

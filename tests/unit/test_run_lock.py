@@ -65,6 +65,7 @@ def test_a_holder_whose_controller_is_provably_gone_is_ended(tmp_path: Path):
     dead.wait()
     orphan, conn = lock(tmp_path)
     orphan.me["controller_pid"] = dead.pid  # as if that (now gone) process had taken it
+    orphan.confirm(conn)  # the holder's channel opens in the background: wait for it to hold the lock
     orphan.stream.close()
     orphan.start(conn)
     orphan.confirm(conn)

@@ -8,6 +8,9 @@ sections)", exit code 0). The channel below replays that order of messages.
 
 from __future__ import annotations
 
+import os
+import threading
+
 from provision.connection.ssh import _collect
 
 
@@ -21,6 +24,15 @@ class ChannelReplay:
         self._status: int | None = None
         self.eof_received = False
         self.closed = False
+        # what _collect waits on between reads (paramiko's fileno() pipe, its status_event): always
+        # ready here, so each wait lets the next recorded message arrive
+        self._ready_read, ready_write = os.pipe()
+        os.write(ready_write, b"x")
+        self.status_event = threading.Event()
+        self.status_event.set()
+
+    def fileno(self) -> int:
+        return self._ready_read
 
     def _arrive(self) -> None:
         if not self._events:
