@@ -31,7 +31,7 @@ from tests.lab import Lab
 from tests.lab.image import IMAGE
 from tests.lab.net import MACHINE_FROM_HOSTS
 from tests.standins.hub.cli import start_hub
-from tests.standins.hub.server import HubOptions
+from tests.standins.hub.server import HubOptions, read_request_log
 
 pytestmark = pytest.mark.lab
 
@@ -62,7 +62,7 @@ def office(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
                           "--key-dir", str(tmp / "key"),
                           "-e", f"hf_endpoint=http://127.0.0.1:{hub.server.server_address[1]}")
         assert built.returncode == 0, built.output
-        yield {"tmp": tmp, "inventory": inventory, "cache": cache, "clients": clients, "hub_name": hub_name,
+        yield {"tmp": tmp, "inventory": inventory, "cache": cache, "clients": clients, "hub_name": hub_name, "hub": hub,
                "bundle": tmp / "bundle", "build_s": time.monotonic() - started,
                "upstreams": Upstreams(tmp / "hub.jsonl", lab.registry.dir / "registry.log")}
     finally:
@@ -82,6 +82,7 @@ def rollout(office: dict[str, Any], name: str, *extra: str) -> Any:
 @pytest.fixture(scope="module")
 def seeded(office: dict[str, Any]) -> dict[str, Any]:
     mark = office["upstreams"].snapshot()
+    lists_before = file_lists_asked(office)
     started = time.monotonic()
     setup = seed(office, "seed")
     assert setup.returncode == 0, setup.output
@@ -90,7 +91,12 @@ def seeded(office: dict[str, Any]) -> dict[str, Any]:
     rolled = rollout(office, "rollout", "--serial", "1,100%")
     assert rolled.returncode == 0, rolled.output
     return {"setup": setup, "rollout": rolled, "served": office["upstreams"].since(mark), "seed_s": seed_s,
-            "rollout_s": time.monotonic() - started}
+            "rollout_s": time.monotonic() - started, "lists_asked": file_lists_asked(office) - lists_before}
+
+
+def file_lists_asked(office: dict[str, Any]) -> int:
+    """How often the stand-in hub was asked for a revision's file list (its log works, the hub is up)."""
+    return sum(1 for entry in read_request_log(office["tmp"] / "hub.jsonl") if entry["path"].startswith("/api/"))
 
 
 def test_the_cache_host_holds_the_bundle_and_the_clients_none(seeded, office) -> None:
@@ -110,6 +116,7 @@ def test_the_hub_and_the_upstream_registry_serve_nothing_the_bundle_carried(seed
     hub, blobs = seeded["served"]
     manifest = json.loads((office["bundle"] / "manifest.json").read_text())
     assert hub == {} and blobs == {}, (hub, blobs)
+    assert seeded["lists_asked"] > 0  # a branch's file list is asked upstream while the hub answers
     upstream_apt, _ = apt_cacher_bytes(office["cache"])
     assert upstream_apt == 0, upstream_apt  # apt read the bundle's repository on the cache, not the archive
     image_id = manifest["images"][office["hub_name"]]["id"]
@@ -137,3 +144,30 @@ def test_a_rerun_changes_nothing_on_the_cache_or_the_clients(seeded, office) -> 
     for host in office["clients"]:
         assert clients.changed_tasks(host.name) == [], (host.name, clients.output)
     print(f"\nrerun of the clients: 0 changed in {elapsed:.1f} s")
+
+
+def test_status_counts_what_the_seed_served_as_hits(seeded, office) -> None:
+    cache = office["cache"].name
+    status = provision("status", str(office["inventory"]), "--limit", cache, "--json")
+    row = json.loads(status.stdout)[cache]["office_cache"]
+    assert row["healthy"] and row["services"]["provision-seed-registry"] == "active", row
+    assert row["hub"]["hit_rate"] == 1.0, row  # every weight file from the seed, none fetched
+
+
+def test_with_the_hub_gone_the_cache_answers_the_file_list_from_the_seed(seeded, office) -> None:
+    """The internet gone after the seed: nginx answers the branch's file list from the bundle (the hub's
+    502), so the clients' weights check still passes and nothing changes."""
+    office["hub"].stop()
+    before = len(mirror_log(office))
+    offline = rollout(office, "hub-gone")
+    assert offline.returncode == 0, offline.output
+    for host in office["clients"]:
+        assert offline.changed_tasks(host.name) == [], (host.name, offline.output)
+    lists = [line for line in mirror_log(office)[before:] if "/api/models/" in line]
+    assert lists and all('" 200 ' in line for line in lists), lists  # answered, from the seed
+
+
+def mirror_log(office: dict[str, Any]) -> list[str]:
+    """The hub mirror's access log on the cache host (hf-mirror.nginx.conf.j2's provision_hf_cache)."""
+    _, text = office["cache"].exec("cat /var/log/nginx/provision-hf-mirror.log")
+    return text.splitlines()
