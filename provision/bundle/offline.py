@@ -6,6 +6,11 @@ before anything changes, then handed to the roles as the variable `offline_bundl
 PATH): nothing is copied. Either way each host is read (its facts and, for host:PATH, the manifest
 on it), what it needs is worked out from the tasks this run selects, and a bundle that lacks any of it
 is refused with exit 2, every gap named with its host: nothing on any host has changed by then.
+
+When the inventory has an office cache, the bundle seeds it (provision/bundle/seed.py): the cache host
+gets every file of the bundle, the other hosts none (`via_cache`: they read the bundle's apt repository
+from the cache's web server and take the image and the weights through the cache), and each is still
+checked against the bundle. A seed is copied from this machine, so it takes `--bundle DIR`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from provision.bundle import manifest as manifests
 from provision.bundle.manifest import KEY_FILE, Manifest
 from provision.bundle.needs import HostNeeds, host_needs
+from provision.bundle.seed import cache_host, seed_images
 from provision.connection.base import Connection
 from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.gather import gather_facts
@@ -99,6 +105,10 @@ def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, host
     with ThreadPoolExecutor(max_workers=max(1, args.forks)) as pool:
         views = dict(zip([h.name for h in hosts], pool.map(view, hosts), strict=True))
     problems = [v for v in views.values() if isinstance(v, str)]
+    seed = cache_host(inventory, plays, extra_vars)
+    if seed and source.local is None:
+        problems.append(f"the office cache {seed} is seeded from a bundle on this machine: give --bundle DIR, "
+                        f"not {args.bundle}")
     per_host: dict[str, Any] = {}
     key = ""
     for name, seen in views.items():
@@ -118,6 +128,12 @@ def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, host
             # URL -> its copy, relative to the bundle (the roles' `from_bundle` filter reads it)
             "urls": {url: seen.manifest.urls[url]["file"] for url in seen.needs.urls if url in seen.manifest.urls},
         }
+        if seed and name == seed:
+            every = sorted(seen.manifest.files.items())
+            per_host[name].update(files=[{"path": path, **entry} for path, entry in every],
+                                  seed_images=seed_images(seen.manifest))
+        elif seed:
+            per_host[name].update(files=[], images=[], via_cache=True)
         key = key or seen.key
     if problems:
         where = args.bundle

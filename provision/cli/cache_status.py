@@ -49,7 +49,7 @@ def cache_table(rows: dict[str, dict[str, Any]]) -> Table:
         table.add_column(column)
     for name, row in rows.items():
         if "error" in row:
-            table.add_row(Text(name, style="red"), Text(row["error"][:160], style="red"), *("-",) * 5)
+            table.add_row(Text(name, style="red"), Text(row["error"][:160], style="red"), *("-",) * (len(UNITS) + 2))
             continue
         units = [Text(row["services"][unit], style="green" if row["services"][unit] == "active" else "bold red")
                  for unit in UNITS]

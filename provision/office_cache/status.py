@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-UNITS = ("apt-cacher-ng", "docker-registry", "nginx")
+UNITS = ("apt-cacher-ng", "docker-registry", "provision-seed-registry", "nginx")
 
 
 def status_script() -> str:

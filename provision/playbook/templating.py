@@ -117,15 +117,17 @@ def _to_bool(value: Any) -> bool:
 @jinja2.pass_context
 def _from_bundle(context: jinja2.runtime.Context, url: Any) -> str:
     """`URL | from_bundle`: where this host reads URL from: the offline bundle's copy of it
-    (`file://<bundle_path>/<file>`) when the run has a bundle that carries it (`up --bundle`, which
-    sets `bundle_host.urls`), else URL itself. One rule for every download a role names (an apt
+    (`<bundle_url>/<file>`: file://<bundle_path>/<file>, or the office cache's copy when the bundle
+    seeded the cache) when the run has a bundle that carries it (`up --bundle`, which sets
+    `bundle_host.urls`), else URL itself. One rule for every download a role names (an apt
     repository's key, a keyring package): `provision bundle` fetches what the URL gives."""
     text = str(_finalize(url))
     bundle_host = context.get("bundle_host")
     copies = bundle_host.get("urls") if isinstance(bundle_host, dict) else None
     if not copies or text not in copies:
         return text
-    return f"file://{str(context.get('bundle_path')).rstrip('/')}/{copies[text]}"
+    base = context.get("bundle_url") or f"file://{context.get('bundle_path')}"
+    return f"{str(base).rstrip('/')}/{copies[text]}"
 
 
 def _shquote(value: Any) -> str:

@@ -8,10 +8,13 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import docker
 import yaml
 
-from tests.lab import LabHost
+from tests.lab import Lab, LabHost
+from tests.lab.net import MACHINE_FROM_HOSTS
 from tests.standins.hub.server import read_request_log
+from tests.standins.vllm.build import build_images
 
 CACHE_PORTS = {"apt": 3142, "registry": 5000, "hf": 8080}  # the guest ports roles/office_cache listens on
 # distribution's access log (combined format), e.g. "GET /v2/vllm/vllm-openai/blobs/sha256:... HTTP/1.1" 200
@@ -60,3 +63,23 @@ def add_group(inventory: Path, group: str, host: str) -> None:
     document = yaml.safe_load(inventory.read_text())
     document["all"]["children"] = {group: {"hosts": {host: None}}}
     inventory.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def docker_hub_image(lab: Lab, tag_here: bool = False) -> str:
+    """The stand-in vLLM image in the lab registry, named as a Docker Hub image (the lab registry stands
+    for Docker Hub behind the pull-through cache, so dockerd pulls it through registry-mirrors); with
+    `tag_here`, also tagged by that name on this machine."""
+    registry = lab.registry.address_for_hosts
+    image = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=registry, behaviours=("ok",),
+                         log=lambda _: None)["ok"]
+    hub_name = image.replace(f"{registry}/", "")
+    if tag_here:
+        repository, tag = hub_name.rsplit(":", 1)
+        docker.from_env().images.get(image.replace(registry, f"127.0.0.1:{lab.registry.port}")).tag(repository, tag)
+    return hub_name
+
+
+def cache_urls(cache: LabHost, ports: dict[str, int]) -> dict[str, str]:
+    """`office_cache_<name>_url` for each guest port, as the other lab hosts reach the cache host."""
+    return {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
+            for name, port in ports.items()}

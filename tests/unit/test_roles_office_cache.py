@@ -50,8 +50,9 @@ def test_clients_are_pointed_at_the_first_host_of_the_office_cache_group(tmp_pat
     assert 'Provision::OfficeCache::Proxy "http://192.168.1.10:3142";' in apt_conf.content
     assert 'Acquire::http::Proxy-Auto-Detect "/usr/local/sbin/provision-apt-proxy-detect";' in apt_conf.content
     daemon = tasks["dockerd pulls through the office cache"]
-    assert daemon.active and daemon.args.data == {"registry-mirrors": ["http://192.168.1.10:5000"],
-                                                  "insecure-registries": ["192.168.1.10:5000"]}
+    assert daemon.active and daemon.args.data == {  # the seed registry (a bundle's images) first
+        "registry-mirrors": ["http://192.168.1.10:5001", "http://192.168.1.10:5000"],
+        "insecure-registries": ["192.168.1.10:5001", "192.168.1.10:5000"]}
     assert tasks["container images through the office cache"].args.mirror == "http://192.168.1.10:5000"
 
 
@@ -74,7 +75,7 @@ def test_the_hub_is_chosen_per_run_and_the_download_uses_the_choice() -> None:
     hub, download = "Hugging Face hub through the office cache", "model weights downloaded and verified"
     assert names.index(hub) < names.index(download)
     download = next(task for task in model.tasks if task.op == "hf_snapshot")
-    assert download.args["endpoint"] == "{{ bundle_hf_endpoint if offline_bundle else hf_source.url }}"
+    assert download.args["endpoint"] == "{{ bundle_hf_endpoint if bundle_weights_here else hf_source.url }}"
 
 
 def test_the_cache_play_runs_on_no_host_without_the_group(tmp_path: Path) -> None:
@@ -115,7 +116,8 @@ def test_the_cache_host_gets_the_archive_backends_and_its_resolver(tmp_path: Pat
 
     cache_play = next(play for play in load_playbook(SITE) if play.name == "office cache")
     variables = {**cache_play.defaults, "facts": facts(FRESH_DEBIAN).as_vars(),
-                 "office_cache_dns": {"output": "10.0.2.3"}}
+                 "office_cache_dns": {"output": "10.0.2.3"}, "inventory_hostname": "nas",
+                 "office_cache_seed_unit": {"changed": False}}
     render_with = Renderer(make_environment(cache_play.template_dirs), variables)
     tasks = {task.name: render(task, render_with) for task in cache_play.tasks}
     assert tasks["apt-cacher-ng's Debian archive"].args.content.strip() == "http://deb.debian.org/debian/"
