@@ -49,14 +49,15 @@ MIB = 1024 * 1024
 
 
 def provision(*argv: str, json_path: Path, check: bool = True) -> tuple[float, int, str]:
-    """Run `provision ARGV --json PATH`: (wall time, exit code, output); with `check`, exit on failure."""
+    """Run `provision ARGV --json-file PATH`: (wall time, exit code, output); with `check`, exit on failure."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "provision", *argv, "--json", str(json_path)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "provision", *argv, "--json-file", str(json_path)], cwd=REPO,
                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     elapsed = time.monotonic() - started
     json_path.with_suffix(".out").write_text(done.stdout + done.stderr)
     if check and done.returncode != 0:
-        raise SystemExit(f"provision {' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-4000:]}")
+        raise SystemExit(f"provision {' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-4000:]}"
+                         f"\n{done.stderr[-2000:]}")
     return elapsed, done.returncode, done.stdout + done.stderr
 
 
