@@ -164,8 +164,9 @@ class LabHost:
             self.wait_for_ssh()
 
     def stop(self, timeout: int = 10) -> None:
-        """Stop the host like a power-off (`timeout=0`: a power cut, its services get no SIGTERM);
-        the supervisor leaves it stopped. Its disk is kept."""
+        """Stop the host like a power-off; `timeout=0` is a power cut: docker sends the container's
+        PID 1 SIGTERM and SIGKILL at once (docker stop -t 0), so no service gets to shut down. The
+        supervisor leaves it stopped. Its disk is kept."""
         with self._lock():
             (self.dir / "stopped").touch()
             with suppress(docker.errors.NotFound):
