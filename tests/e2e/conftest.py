@@ -63,7 +63,9 @@ def gpu_host(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Callable[...
 def gpu_inventory(lab: Lab, nvidia_repo: RepoInfo, gpu_check_image: str) -> Callable[..., Path]:
     """`gpu_inventory(path, hosts, host_vars=None, **overrides)`: the fleet inventory a user with
     offline mirrors writes (only the repository bases differ from NVIDIA's), plus the lab's limits:
-    this machine's kernel has no headers in Debian's archive and the stand-in module needs none."""
+    this machine's kernel has no headers in Debian's archive and the stand-in module needs none, and
+    the lab's image and weights take megabytes, not the 60 GiB the default disk check asks for (the
+    lab hosts share the controller's disk: a CI machine with 58 GiB free failed every GPU test)."""
     def write(path: Path, hosts: list[LabHost], host_vars: dict[str, dict[str, Any]] | None = None,
               **overrides: Any) -> Path:
         all_vars = {
@@ -73,6 +75,7 @@ def gpu_inventory(lab: Lab, nvidia_repo: RepoInfo, gpu_check_image: str) -> Call
             "nvidia_dkms_packages": [],
             "docker_insecure_registries": [lab.registry.address_for_hosts],
             "container_toolkit_check_image": gpu_check_image,
+            "preflight_min_free_gib": 2,
             **overrides,
         }
         lab.write_inventory(path, hosts, **all_vars)
