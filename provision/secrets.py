@@ -75,7 +75,16 @@ class Redactor:
                 text = text.replace(value, MASK)
         return text
 
+    def touches(self, text: str) -> bool:
+        """True when the text holds a secret, or a piece of one (4+ characters between the characters
+        that shell or JSON quoting rewrites): for text about to be stored, where a quoted secret
+        must not slip through as the plain masking would let it."""
+        with self._lock:
+            values = list(self._values)
+        return any(piece in text for value in values for piece in QUOTED_APART.split(value) if len(piece) >= 4)
 
+
+QUOTED_APART = re.compile(r"""['"\\$`!\s]+""")
 REDACTOR = Redactor()
 
 

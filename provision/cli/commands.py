@@ -22,6 +22,7 @@ from provision.inventory.loader import load_inventory
 from provision.inventory.model import Host, Inventory
 from provision.playbook.loader import load_playbook
 from provision.playbook.model import Play
+from provision.runner import probe_memory
 from provision.runner.batches import parse_serial
 from provision.runner.host_run import RunOptions
 from provision.runner.results import RunResult
@@ -144,6 +145,7 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
         timeouts=timeouts_of(args),
         wait_lock_s=args.wait_lock,
         options=options,
+        probe_memory=probe_memory.default_folder(),
     )
     human = human_console(args, console)
     with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter, \

@@ -23,9 +23,10 @@ from provision.playbook.templating import Renderer, TemplateError, facts_read
 from provision.runner import pending_handlers
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
+from provision.runner.probe_memory import ProbeMemory
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
-from provision.secrets import REDACTOR
+from provision.secrets import REDACTOR, Secret
 
 if TYPE_CHECKING:
     from provision.ops.base import ApplyResult, Plan
@@ -61,6 +62,7 @@ class HostState:
     opening: Future[Connection] | None = None
     # handlers an earlier run notified and never ran, by play (runner/pending_handlers.py)
     pending_handlers: dict[str, list[str]] | None = None  # None: not read yet in this run
+    memory: ProbeMemory | None = None  # the probes each play used here last time (runner/probe_memory.py)
 
     def open_early(self, pool: Executor) -> None:
         """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
@@ -131,6 +133,9 @@ class PlayOnHost:
         self.persisted: set[str] = set()  # handler names written on the host as pending
         self.applying = False
         self._renderer: tuple[Any, tuple[str, ...], Renderer] | None = None
+        self.secrets = {name: value.reveal() for name, value in host_vars.items() if isinstance(value, Secret)}
+        self.recalled = state.memory.recall(play.name, self.secrets) if state.memory else []
+        self.used: list[str] = []  # the snippets whose output a task planned from, in order
 
     def renderer(self) -> Renderer:
         """A renderer over the variables, facts and results known now; made again only when the facts
@@ -147,7 +152,18 @@ class PlayOnHost:
         return self._renderer[2]
 
     def run(self) -> bool:
-        """Run all tasks, then the handlers; False when the host failed."""
+        """Run all tasks, then the handlers; False when the host failed. The probes used are
+        remembered for the next run: all of them after a whole play, else added to the last ones."""
+        completed = False
+        try:
+            completed = self.run_tasks_and_handlers()
+            return completed
+        finally:
+            if self.state.memory is not None:
+                used = self.used if completed else [*self.used, *self.recalled]
+                self.state.memory.keep(self.play.name, used, self.secrets)
+
+    def run_tasks_and_handlers(self) -> bool:
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
         self.gather_facts_and_states(tasks)
         if self.state.confirm_lock():
@@ -201,7 +217,8 @@ class PlayOnHost:
         # every play's pending handlers are read at once, in the host's first round trip of the run
         pending_probe = "" if self.state.pending_handlers is not None else \
             pending_handlers.read_snippet(self.options.handlers_dir)
-        self.cache.fill(self.state.connection(), [facts_probe, pending_probe, *self.probe_ahead(tasks)])
+        self.cache.fill(self.state.connection(),
+                        [facts_probe, pending_probe, *self.probe_ahead(tasks), *self.recalled])
         if facts_probe:
             gathered = facts_from(self.cache.get(facts_probe), self.state.name)
             self.state.facts = gathered if known is None else known.merged(gathered)
@@ -311,6 +328,8 @@ class PlayOnHost:
         probe = op.probe(args)
         if probe is not None and probe.snippet not in self.cache:
             self.cache.fill(self.state.connection(), [probe.snippet, *self.probe_ahead(following)])
+        if probe is not None:
+            self.used.append(probe.snippet)
         plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
         if plan.changed and not self.options.check:
             self.persist_notified(task)

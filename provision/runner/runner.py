@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from provision import interrupt
@@ -20,6 +21,7 @@ from provision.playbook.templating import make_environment
 from provision.runner.batches import batches, too_many_failed
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
+from provision.runner.probe_memory import ProbeMemory
 from provision.runner.results import HostResult, RunResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
@@ -52,6 +54,7 @@ class RunConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     lock: bool | None = None  # take the run lock on each host (None: unless in check mode)
     wait_lock_s: float = 0
+    probe_memory: Path | None = None  # remember each host's probes here between runs (None: do not)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,11 @@ def connect(host: Host, trust_new_host_keys: bool, trace: Trace | None = None,
             connect_timeout=timeouts.connect_s, command_timeout_s=timeouts.command_s,
         ).open()
     return TracedConnection(conn, trace.verbosity, trace.say) if trace and trace.verbosity > 0 else conn
+
+
+def memory_key(host: Host) -> str:
+    """A host as its remembered probes are filed: its name and where and how it is reached."""
+    return f"{host.name} {host.connection} {host.user}@{host.address}:{host.port}"
 
 
 def host_variables(play: Play, host: Host, extra_vars: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +126,8 @@ class Runner:
             if locking:
                 state.lock = RunLock(host.name, wait_s=config.wait_lock_s, silent_after_s=config.timeouts.silent_s,
                                      progress=lambda text, n=host.name: self.reporter.progress(n, text, None, None))
+            if config.probe_memory is not None:
+                state.memory = ProbeMemory(config.probe_memory, memory_key(host))
             self.states[host.name] = state
         aborted = None
         try:

@@ -1,0 +1,114 @@
+"""The state probes a play used on a host last time, remembered on the controller, so the next run
+sends them all in its first round trip.
+
+A task whose arguments or `when` read facts or an earlier task's registered result cannot render
+before those are known, so without a memory each such dependency costs one more round trip (the
+whole site's converged rerun took 8). With it, the first script carries last run's snippets too;
+their outputs are cached by snippet text like every other probe, so an output is only ever used by
+a task that renders to exactly that text now (a remembered snippet that no task renders to costs
+its run time and nothing else), and any change on the host drops them as it drops every probe.
+This is a hint, like Ansible's fact cache (`fact_caching = jsonfile`) and unlike it never trusted
+for a value: a missing, unreadable or foreign file costs round trips, never a wrong answer.
+
+A secret's value is never written: where a snippet holds one of the host's secret variables (the
+hub token in the weights' probe) the file names the variable, and the next run puts that run's
+value back; a snippet holding any other secret (`REDACTOR` knows them all), even quoted, is not kept. The files
+are the user's own (0600 in a 0700 folder) under `$PROVISION_CACHE_DIR`, else
+`$XDG_CACHE_HOME/provision/probes`, else `~/.cache/provision/probes`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from provision.secrets import REDACTOR
+
+MAX_BYTES = 512 * 1024  # a play's snippets are ~40 KiB (the whole site); more is not a memory worth keeping
+VERSION = 1
+MIN_SECRET = 4  # as REDACTOR: shorter values are not masked anywhere
+PLACEHOLDER = re.compile("\0secret:([^\0]*)\0")
+
+
+def default_folder() -> Path:
+    if folder := os.environ.get("PROVISION_CACHE_DIR"):
+        return Path(folder)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "provision" / "probes"
+
+
+class ProbeMemory:
+    """Remembered probe snippets of one host (named by where and how it is reached), by play."""
+
+    def __init__(self, folder: Path, host_key: str) -> None:
+        self.folder = folder
+        self.host_key = host_key
+        self._stored: dict[str, list[str]] = {}  # per play, as read from the file (secrets as names)
+
+    def path(self, play: str) -> Path:
+        digest = hashlib.sha256(f"{VERSION}\0{self.host_key}\0{play}".encode()).hexdigest()[:32]
+        return self.folder / f"{digest}.json"
+
+    def recall(self, play: str, secrets: Mapping[str, str]) -> list[str]:
+        """Last run's snippets for this play, each secret put back from `secrets` (variable name ->
+        value); [] when there are none or the file is not ours. A snippet naming a secret that is
+        not among this run's variables is left out."""
+        try:
+            document = json.loads(self.path(play).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        if not isinstance(document, dict) or document.get("host") != self.host_key or document.get("play") != play:
+            return []
+        stored = document.get("snippets")
+        self._stored[play] = [s for s in stored if isinstance(s, str)] if isinstance(stored, list) else []
+        recalled = (_unmask(snippet, secrets) for snippet in self._stored[play])
+        return [snippet for snippet in recalled if snippet is not None]
+
+    def keep(self, play: str, snippets: list[str], secrets: Mapping[str, str]) -> None:
+        """Remember these snippets when they differ from what was stored; a secret's value is kept
+        as its variable's name, and a snippet holding any other secret is not kept. Best effort: a
+        controller that cannot write its cache still runs."""
+        masked = (_mask(snippet, secrets) for snippet in dict.fromkeys(snippets))
+        kept = [snippet for snippet in masked if snippet is not None]
+        if kept == self._stored.get(play) or sum(len(s) for s in kept) > MAX_BYTES:
+            return
+        document = {"host": self.host_key, "play": play, "snippets": kept}
+        with contextlib.suppress(OSError):
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".probes-", suffix=".json")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    json.dump(document, out)
+                os.replace(temporary, self.path(play))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+            self._stored[play] = kept
+
+
+def _placeholder(name: str) -> str:
+    return f"\0secret:{name}\0"
+
+
+def _mask(snippet: str, secrets: Mapping[str, str]) -> str | None:
+    """The snippet with each named secret's value as its placeholder; None if a secret is left."""
+    if "\0" in snippet:
+        return None
+    for name, value in sorted(secrets.items(), key=lambda item: len(item[1]), reverse=True):
+        if len(value) >= MIN_SECRET:
+            snippet = snippet.replace(value, _placeholder(name))
+    return None if REDACTOR.touches(snippet) else snippet
+
+
+def _unmask(snippet: str, secrets: Mapping[str, str]) -> str | None:
+    for name in set(PLACEHOLDER.findall(snippet)):
+        if name not in secrets:
+            return None
+        snippet = snippet.replace(_placeholder(name), secrets[name])
+    return snippet
