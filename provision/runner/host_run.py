@@ -134,8 +134,9 @@ class PlayOnHost:
         self.applying = False
         self._renderer: tuple[Any, tuple[str, ...], Renderer] | None = None
         self.secrets = {name: value.reveal() for name, value in host_vars.items() if isinstance(value, Secret)}
-        self.recalled = state.memory.recall(play.name, self.secrets) if state.memory else []
-        self.used: list[str] = []  # the snippets whose output a task planned from, in order
+        self.recalled: list[str] = []  # last run's snippets of the selected tasks (runner/probe_memory.py)
+        self.used: list[tuple[str, str]] = []  # (task, snippet) each task planned from, in order
+        self.ran: set[str] = set()  # the tasks that ran (or were skipped) in this run
 
     def renderer(self) -> Renderer:
         """A renderer over the variables, facts and results known now; made again only when the facts
@@ -154,14 +155,16 @@ class PlayOnHost:
     def run(self) -> bool:
         """Run all tasks, then the handlers; False when the host failed. The probes used are
         remembered for the next run: all of them after a whole play, else added to the last ones."""
-        completed = False
+        memory = self.state.memory
+        if memory is not None:
+            everything = [*self.play.tasks, *self.play.handlers]
+            selected = [_memory_key(task) for task in everything if self.options.selects(task)]
+            self.recalled = memory.recall(self.play.name, self.secrets, selected)
         try:
-            completed = self.run_tasks_and_handlers()
-            return completed
+            return self.run_tasks_and_handlers()
         finally:
-            if self.state.memory is not None:
-                used = self.used if completed else [*self.used, *self.recalled]
-                self.state.memory.keep(self.play.name, used, self.secrets)
+            if memory is not None:
+                memory.keep(self.play.name, self.used, self.ran, self.secrets)
 
     def run_tasks_and_handlers(self) -> bool:
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
@@ -319,6 +322,7 @@ class PlayOnHost:
         return f"host {self.state.name}, task {task.name!r} ({task.source}): {error}"
 
     def execute(self, task: Task, following: list[Task]) -> TaskResult:
+        self.ran.add(_memory_key(task))
         renderer = self.renderer()
         if task.when is not None and not renderer.condition(task.when):
             self.register(task, {"skipped": True, "changed": False})
@@ -329,7 +333,7 @@ class PlayOnHost:
         if probe is not None and probe.snippet not in self.cache:
             self.cache.fill(self.state.connection(), [probe.snippet, *self.probe_ahead(following)])
         if probe is not None:
-            self.used.append(probe.snippet)
+            self.used.append((_memory_key(task), probe.snippet))
         plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
         if plan.changed and not self.options.check:
             self.persist_notified(task)
@@ -410,6 +414,11 @@ class PlayOnHost:
             value.update(applied.result, rc=applied.rc, stdout=applied.stdout, stderr=applied.stderr,
                          stdout_lines=applied.stdout.splitlines())
         return value
+
+
+def _memory_key(task: Task) -> str:
+    """A task as its remembered probes are filed: where it is written, and its name."""
+    return f"{task.source} {task.name}"
 
 
 def _plain_data(result: dict[str, Any]) -> dict[str, Any]:

@@ -25,13 +25,13 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from provision.secrets import REDACTOR
 
 MAX_BYTES = 512 * 1024  # a play's snippets are ~40 KiB (the whole site); more is not a memory worth keeping
-VERSION = 1
+VERSION = 2
 MIN_SECRET = 4  # as REDACTOR: shorter values are not masked anywhere
 PLACEHOLDER = re.compile("\0secret:([^\0]*)\0")
 
@@ -44,41 +44,45 @@ def default_folder() -> Path:
 
 
 class ProbeMemory:
-    """Remembered probe snippets of one host (named by where and how it is reached), by play."""
+    """Remembered probe snippets of one host (named by where and how it is reached), by play and
+    task (a run of some tags sends only the selected tasks' snippets)."""
 
     def __init__(self, folder: Path, host_key: str) -> None:
         self.folder = folder
         self.host_key = host_key
-        self._stored: dict[str, list[str]] = {}  # per play, as read from the file (secrets as names)
+        self._stored: dict[str, list[tuple[str, str]]] = {}  # per play: (task, snippet), secrets as names
 
     def path(self, play: str) -> Path:
         digest = hashlib.sha256(f"{VERSION}\0{self.host_key}\0{play}".encode()).hexdigest()[:32]
         return self.folder / f"{digest}.json"
 
-    def recall(self, play: str, secrets: Mapping[str, str]) -> list[str]:
-        """Last run's snippets for this play, each secret put back from `secrets` (variable name ->
-        value); [] when there are none or the file is not ours. A snippet naming a secret that is
-        not among this run's variables is left out."""
+    def recall(self, play: str, secrets: Mapping[str, str], tasks: Iterable[str]) -> list[str]:
+        """Last run's snippets of these tasks of the play, each secret put back from `secrets`
+        (variable name -> value); [] when there are none or the file is not ours. A snippet naming a
+        secret that is not among this run's variables is left out."""
         try:
             document = json.loads(self.path(play).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return []
-        if not isinstance(document, dict) or document.get("host") != self.host_key or document.get("play") != play:
-            return []
-        stored = document.get("snippets")
-        self._stored[play] = [s for s in stored if isinstance(s, str)] if isinstance(stored, list) else []
-        recalled = (_unmask(snippet, secrets) for snippet in self._stored[play])
+            document = None
+        stored = document.get("probes") if isinstance(document, dict) and document.get("host") == self.host_key \
+            and document.get("play") == play else None
+        self._stored[play] = [(p[0], p[1]) for p in stored if isinstance(p, list) and len(p) == 2
+                              and isinstance(p[0], str) and isinstance(p[1], str)] if isinstance(stored, list) else []
+        selected = set(tasks)
+        recalled = (_unmask(snippet, secrets) for task, snippet in self._stored[play] if task in selected)
         return [snippet for snippet in recalled if snippet is not None]
 
-    def keep(self, play: str, snippets: list[str], secrets: Mapping[str, str]) -> None:
-        """Remember these snippets when they differ from what was stored; a secret's value is kept
-        as its variable's name, and a snippet holding any other secret is not kept. Best effort: a
+    def keep(self, play: str, used: list[tuple[str, str]], ran: set[str], secrets: Mapping[str, str]) -> None:
+        """Remember the (task, snippet) pairs used in this run, and those stored for the tasks that
+        did not run (another selection, or a run that stopped early); a secret's value is kept as
+        its variable's name, and a snippet holding any other secret is not kept. Best effort: a
         controller that cannot write its cache still runs."""
-        masked = (_mask(snippet, secrets) for snippet in dict.fromkeys(snippets))
-        kept = [snippet for snippet in masked if snippet is not None]
-        if kept == self._stored.get(play) or sum(len(s) for s in kept) > MAX_BYTES:
+        masked = ((task, _mask(snippet, secrets)) for task, snippet in dict.fromkeys(used))
+        kept = [(task, snippet) for task, snippet in masked if snippet is not None]
+        kept += [pair for pair in self._stored.get(play, []) if pair[0] not in ran and pair not in kept]
+        if kept == self._stored.get(play) or sum(len(snippet) for _, snippet in kept) > MAX_BYTES:
             return
-        document = {"host": self.host_key, "play": play, "snippets": kept}
+        document = {"host": self.host_key, "play": play, "probes": [list(pair) for pair in kept]}
         with contextlib.suppress(OSError):
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".probes-", suffix=".json")

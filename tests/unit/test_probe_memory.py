@@ -56,10 +56,10 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(project: Path, memory: Path | None, check: bool = False) -> dict:
+def run(project: Path, memory: Path | None, check: bool = False, tags: frozenset[str] = frozenset()) -> dict:
     inventory = load_inventory(project / "inventory.yaml")
     plays = load_playbook(project / "playbooks/site.yaml")
-    options = RunOptions(check=check, handlers_dir=str(project / "host-state/handlers"))
+    options = RunOptions(check=check, tags=tags, handlers_dir=str(project / "host-state/handlers"))
     config = RunConfig(options=options, lock=False, probe_memory=memory)
     return Runner(inventory, config, SilentReporter()).run(plays).document()["hosts"]["here"]
 
@@ -101,8 +101,8 @@ def test_a_quoted_secret_is_not_kept(tmp_path: Path):
 
     Secret("pa'ss-word-1")
     memory = ProbeMemory(tmp_path, "host")
-    memory.keep("play", ["echo 'pa'\"'\"'ss-word-1'", "echo fine"], secrets={})
-    assert json.loads(next(tmp_path.iterdir()).read_text())["snippets"] == ["echo fine"]
+    memory.keep("play", [("a", "echo 'pa'\"'\"'ss-word-1'"), ("b", "echo fine")], ran={"a", "b"}, secrets={})
+    assert json.loads(next(tmp_path.iterdir()).read_text())["probes"] == [["b", "echo fine"]]
 
 
 def test_a_broken_or_foreign_cache_costs_round_trips_not_answers(project: Path, tmp_path: Path):
@@ -115,3 +115,26 @@ def test_a_broken_or_foreign_cache_costs_round_trips_not_answers(project: Path, 
     kept.write_text(json.dumps({**document, "host": "another"}))
     again = run(project, memory)
     assert again["changed"] == 0 and again["round_trips"] >= 3
+
+
+def test_a_run_of_some_tags_sends_only_their_probes_and_forgets_none(project: Path, tmp_path: Path):
+    write(project / "roles/other/tasks.yaml", """
+        - name: counts its probes
+          command: {cmd: "true", unless: "echo >> {{ target }}/../probed; test -e {{ target }}/folder-False"}
+    """)
+    write(project / "playbooks/site.yaml", """
+        - name: demo
+          hosts: all
+          roles: [chain, other]
+    """)
+    memory = tmp_path / "memory"
+    run(project, memory)
+    run(project, memory)
+    [kept] = list(memory.iterdir())
+    everything = json.loads(kept.read_text())["probes"]
+    assert any("probed" in snippet for _, snippet in everything)
+    probed = (project / "probed").read_text()
+    chain_only = run(project, memory, tags=frozenset({"chain"}))
+    assert chain_only["changed"] == 0 and chain_only["round_trips"] == 1
+    assert (project / "probed").read_text() == probed  # not sent: its task is not selected
+    assert json.loads(kept.read_text())["probes"] == everything  # the other role's probe is still known
