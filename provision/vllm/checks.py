@@ -15,7 +15,7 @@ from provision.errors import CommandFailed
 from provision.secrets import REDACTOR
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.readiness import Progress, StartMark, Waiter
-from provision.vllm.smoke import run_smoke
+from provision.vllm.smoke import SmokeReport, run_smoke
 
 DEFAULT_READY_TIMEOUT_S = 1200.0
 
@@ -56,6 +56,12 @@ def verifier(conn: Any, endpoint: Endpoint, settings: CheckSettings, progress: P
         progress(f"smoke checks of {endpoint.name}", None, None)
         report = run_smoke(host_runner(conn, "smoke checks"), endpoint, vision=settings.vision,
                            timeout=settings.smoke_timeout)
-        return {"ready_seconds": round(ready_seconds, 1), "smoke": report.as_dict(),
-                "summary": f"ready after {ready_seconds:.0f}s; {report.summary()}"}
+        return checks_report(ready_seconds, report)
     return verify
+
+
+def checks_report(ready_seconds: float, report: SmokeReport) -> dict[str, Any]:
+    """What a passed check of a service reports (`ready_seconds`, `smoke`, `summary`), whether it
+    waited (verify) or found the service ready and answering in its probe (`vllm_smoke`)."""
+    return {"ready_seconds": round(ready_seconds, 1), "smoke": report.as_dict(),
+            "summary": f"ready after {ready_seconds:.0f}s; {report.summary()}"}

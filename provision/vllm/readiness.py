@@ -80,8 +80,10 @@ def _b64(text: str) -> str:
         return ""
 
 
-def snapshot_script(endpoint: Endpoint, mark: StartMark) -> str:
-    """Bash printing `key=value` lines for parse_snapshot (never fails: every probe is guarded)."""
+def snapshot_script(endpoint: Endpoint, mark: StartMark, when_up: str = "") -> str:
+    """Bash printing `key=value` lines for parse_snapshot (never fails: every probe is guarded);
+    `when_up`, bash run once /health has answered 200 (after `/v1/models`, with `auth` defined),
+    adds its own lines (the smoke probe's checks)."""
     unit = quote(endpoint.unit)
     if mark.cursor:
         where = f"--after-cursor={quote(mark.cursor)}"
@@ -100,6 +102,7 @@ if [ "$code" = 200 ]; then
   body=$(curl -s --max-time {CHECK_TIMEOUT_S} -w '\\n%{{http_code}}' -K <(auth) \
     {quote(endpoint.url('/v1/models'))} 2>/dev/null)
   echo "models=$(printf '%s' "$body" | base64 -w0)"
+{when_up}
 fi
 systemctl show -p LoadState -p ActiveState -p SubState -p NRestarts -- {unit} 2>/dev/null
 echo "log=$(journalctl -u {unit} {where} -o cat --no-pager 2>/dev/null | tail -n {LOG_LINES} | base64 -w0)"

@@ -47,26 +47,48 @@ def vision_request(served_name: str, prompt: str = VISION_PROMPT, max_tokens: in
             "max_tokens": max_tokens, "temperature": 0}
 
 
+def _check(endpoint: Endpoint, name: str, timeout: float, body_file: str) -> str:
+    """Bash POSTing "$request" and printing `NAME_status=`, `NAME_time=` and `NAME_body=` (base64)."""
+    url = quote(endpoint.url("/v1/chat/completions"))
+    return f"""out=$(printf '%s' "$request" | curl -s -o {body_file} -w '%{{http_code}} %{{time_total}}' \\
+  --max-time {timeout:g} -K <(auth) -H 'Content-Type: application/json' --data-binary @- {url} 2>/dev/null) || true
+echo "{name}_status=${{out%% *}}"
+echo "{name}_time=${{out#* }}"
+echo "{name}_body=$(base64 -w0 < {body_file})"
+"""
+
+
 def smoke_script(endpoint: Endpoint, names: list[str], timeout: float) -> str:
     """Bash that POSTs each request body (one JSON per line on fd 3) and prints, per check NAME,
     `NAME_status=`, `NAME_time=` and `NAME_body=` (base64)."""
     lines = ["set +e +o pipefail", endpoint.auth_prelude(), "body_file=$(mktemp); trap 'rm -f -- \"$body_file\"' EXIT"]
     for name in names:
-        lines.append(f"""IFS= read -r request <&3 || request=''
-out=$(printf '%s' "$request" | curl -s -o "$body_file" -w '%{{http_code}} %{{time_total}}' --max-time {timeout:g} \\
-  -K <(auth) -H 'Content-Type: application/json' --data-binary @- {quote(endpoint.url('/v1/chat/completions'))} \\
-  2>/dev/null) || true
-echo "{name}_status=${{out%% *}}"
-echo "{name}_time=${{out#* }}"
-echo "{name}_body=$(base64 -w0 < "$body_file")"
-: > "$body_file"
-""")
+        check = _check(endpoint, name, timeout, '"$body_file"')
+        lines.append(f"IFS= read -r request <&3 || request=''\n{check}: > \"$body_file\"\n")
     return "\n".join(lines)
+
+
+def embedded_smoke_script(endpoint: Endpoint, names: list[str], bodies: list[dict[str, Any]], timeout: float) -> str:
+    """Bash that sends the checks with their request bodies in its own text (a probe snippet has no
+    stdin payload), all at once, and prints what smoke_script prints, check by check. It expects
+    `auth` defined (Endpoint.auth_prelude: the key is read on the host, never in this text)."""
+    lines = ["smoke_dir=$(mktemp -d); trap 'rm -rf -- \"$smoke_dir\"' EXIT"]
+    for name, body in zip(names, bodies, strict=True):
+        body_file = f'"$smoke_dir/{name}.body"'
+        check = _check(endpoint, name, timeout, body_file)
+        lines.append(f'(\nrequest={quote(_compact(body))}\n: > {body_file}\n{check}) > "$smoke_dir/{name}.out" &')
+    lines.append("wait")
+    lines.append("cat -- " + " ".join(f'"$smoke_dir/{name}.out"' for name in names))
+    return "\n".join(lines) + "\n"
 
 
 def smoke_payload(bodies: list[dict[str, Any]]) -> bytes:
     """The requests, one compact JSON document a line (what smoke_script reads from fd 3)."""
-    return "".join(json.dumps(body, separators=(",", ":")) + "\n" for body in bodies).encode()
+    return "".join(_compact(body) + "\n" for body in bodies).encode()
+
+
+def _compact(body: dict[str, Any]) -> str:
+    return json.dumps(body, separators=(",", ":"))
 
 
 def judge_source() -> str:

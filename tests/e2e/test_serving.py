@@ -201,8 +201,10 @@ def test_rerun_changes_nothing_and_does_not_restart(served, laptop):
     assert second.returncode == 0, second.output
     assert second.host(name)["changed"] == 0, second.changed_tasks(name)
     assert served["start_2"] == served["start_1"], "the container was restarted"
-    # the GPU stack's, then the serving play's state in two batches, readiness and the smoke checks
-    assert second.host(name)["round_trips"] <= 10
+    # the GPU stack's and the serving play's state in batches; the smoke checks run in the probe, so
+    # the smoke task applies nothing and the memory report's probe rides an earlier batch (9 when the
+    # smoke applied: its readiness poll, its checks, then the memory probe again)
+    assert second.host(name)["round_trips"] <= 6
     smoke = next(t for t in second.host(name)["tasks"] if t["name"].startswith("vLLM answers"))
     assert smoke["status"] == "ok" and "'Red." in smoke["summary"]
 

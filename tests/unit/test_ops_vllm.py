@@ -163,7 +163,7 @@ def test_the_guards_note_is_cleared_by_a_real_record_write() -> None:
     assert applied.changed and conn.scripts == [write.script], "apply ran the plan's one step, nothing else"
 
 
-def test_smoke_is_never_a_change_but_always_runs() -> None:
+def test_smoke_is_never_a_change_and_a_probe_cut_short_leaves_it_to_its_apply() -> None:
     result = plan("vllm_smoke", "", **SERVICE_ARGS)
     assert not result.changed and result.steps and not result.commands, "its apply does the work, said as an Action"
     assert result.steps[0].description == "wait for vllm to be ready, then the text and vision smoke checks"
