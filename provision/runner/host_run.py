@@ -422,9 +422,25 @@ def _memory_key(task: Task) -> str:
 
 
 def _plain_data(result: dict[str, Any]) -> dict[str, Any]:
-    """A reporting operation's result for the JSON document: JSON-safe values only, secrets masked."""
-    return {k: REDACTOR(v) if isinstance(v, str) else v for k, v in result.items()
-            if isinstance(v, str | int | float | bool) or v is None}
+    """A reporting operation's result for the JSON document: JSON-safe values only (nested dicts and
+    lists too: the smoke checks' `smoke` entries), secrets masked."""
+    return {key: _plain(value) for key, value in result.items() if _plain(value) is not _UNSAFE}
+
+
+_UNSAFE = object()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, str):
+        return REDACTOR(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        items = {str(k): _plain(v) for k, v in value.items()}
+        return {k: v for k, v in items.items() if v is not _UNSAFE}
+    if isinstance(value, list | tuple):
+        return [item for item in map(_plain, value) if item is not _UNSAFE]
+    return _UNSAFE
 
 
 def _reported(plan: Plan, applied: ApplyResult | None) -> Any:

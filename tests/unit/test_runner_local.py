@@ -192,3 +192,14 @@ def test_a_check_that_waits_for_the_run_applies_without_a_change_and_reports_wha
     assert check_task(applied)["status"] == "ok" and check_task(applied)["summary"] == "580.95.05"
     again = run(project)
     assert again["changed"] == 0 and check_task(again)["summary"] == "580.95.05" and again["round_trips"] == 1
+
+
+def test_a_reporting_tasks_nested_result_reaches_the_document():
+    from provision.runner.host_run import _plain_data
+    from provision.secrets import Secret
+
+    Secret("k3y-value-9")
+    data = _plain_data({"ready_seconds": 0.0, "smoke": {"text": {"ok": True, "answer": "uses k3y-value-9"},
+                                                        "vision": None}, "raw": object(), "items": [1, object()]})
+    assert data == {"ready_seconds": 0.0, "smoke": {"text": {"ok": True, "answer": "uses ***"}, "vision": None},
+                    "items": [1]}

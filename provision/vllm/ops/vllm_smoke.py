@@ -32,6 +32,10 @@ from provision.vllm.smoke import embedded_smoke_script, judge_smoke, smoke_reque
 
 # the service as it runs now: its journal since the current start, restarts not compared
 RUNNING = StartMark()
+# A probe shares its script with every other task's: a server that answers /health but hangs on
+# completions must not hold them for the whole smoke_timeout. A check cut short here is left to the
+# apply, which waits the full smoke_timeout (a warm server answers these in about a second).
+PROBE_CHECK_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class VllmSmokeOperation(Operation):
     def probe(self, args: VllmServiceArgs) -> Probe[SmokeProbe]:
         endpoint = args.endpoint()
         names, bodies = smoke_requests(endpoint, args.smoke_vision)
-        checks = embedded_smoke_script(endpoint, names, bodies, args.smoke_timeout)
+        checks = embedded_smoke_script(endpoint, names, bodies, min(args.smoke_timeout, PROBE_CHECK_TIMEOUT_S))
         return Probe(snapshot_script(endpoint, RUNNING, when_up=checks), parse_smoke_probe)
 
     def plan(self, args: VllmServiceArgs, facts: Any, state: SmokeProbe) -> Plan:
