@@ -23,10 +23,10 @@ from provision.playbook.templating import Renderer, TemplateError, facts_read
 from provision.runner import pending_handlers
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
-from provision.runner.probe_memory import ProbeMemory
+from provision.runner.probe_memory import ProbeMemory, secret_values, task_key
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
-from provision.secrets import REDACTOR, Secret
+from provision.secrets import REDACTOR
 
 if TYPE_CHECKING:
     from provision.ops.base import ApplyResult, Plan
@@ -63,6 +63,10 @@ class HostState:
     # handlers an earlier run notified and never ran, by play (runner/pending_handlers.py)
     pending_handlers: dict[str, list[str]] | None = None  # None: not read yet in this run
     memory: ProbeMemory | None = None  # the probes each play used here last time (runner/probe_memory.py)
+    # last run's snippets of each play's selected tasks, in play order; all plays' from the first round
+    # trip on, through one cache (a snippet's output is the host's state, whichever play reads it)
+    recalled: dict[str, list[str]] = field(default_factory=dict)
+    cache: ProbeCache = field(default_factory=ProbeCache)
 
     def open_early(self, pool: Executor) -> None:
         """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
@@ -128,13 +132,12 @@ class PlayOnHost:
         self.options = options
         self.reporter = reporter
         self.result = result
-        self.cache = ProbeCache()
+        self.cache = state.cache
         self.notified: list[str] = []
         self.persisted: set[str] = set()  # handler names written on the host as pending
         self.applying = False
         self._renderer: tuple[Any, tuple[str, ...], Renderer] | None = None
-        self.secrets = {name: value.reveal() for name, value in host_vars.items() if isinstance(value, Secret)}
-        self.recalled: list[str] = []  # last run's snippets of the selected tasks (runner/probe_memory.py)
+        self.secrets = secret_values(host_vars)
         self.used: list[tuple[str, str]] = []  # (task, snippet) each task planned from, in order
         self.ran: set[str] = set()  # the tasks that ran (or were skipped) in this run
 
@@ -154,12 +157,8 @@ class PlayOnHost:
 
     def run(self) -> bool:
         """Run all tasks, then the handlers; False when the host failed. The probes used are
-        remembered for the next run: all of them after a whole play, else added to the last ones."""
+        remembered for the next run (those of the tasks that did not run stay as they were)."""
         memory = self.state.memory
-        if memory is not None:
-            everything = [*self.play.tasks, *self.play.handlers]
-            selected = [_memory_key(task) for task in everything if self.options.selects(task)]
-            self.recalled = memory.recall(self.play.name, self.secrets, selected)
         try:
             return self.run_tasks_and_handlers()
         finally:
@@ -221,7 +220,7 @@ class PlayOnHost:
         pending_probe = "" if self.state.pending_handlers is not None else \
             pending_handlers.read_snippet(self.options.handlers_dir)
         self.cache.fill(self.state.connection(),
-                        [facts_probe, pending_probe, *self.probe_ahead(tasks), *self.recalled])
+                        [facts_probe, pending_probe, *self.probe_ahead(tasks), *self.recalled_from_here()])
         if facts_probe:
             gathered = facts_from(self.cache.get(facts_probe), self.state.name)
             self.state.facts = gathered if known is None else known.merged(gathered)
@@ -229,6 +228,12 @@ class PlayOnHost:
             self.state.facts = HostFacts(gathered=frozenset())
         if pending_probe:
             self.state.pending_handlers = pending_handlers.parse(self.cache.get(pending_probe))
+
+    def recalled_from_here(self) -> list[str]:
+        """Last run's snippets of this play and the plays after it."""
+        names = list(self.state.recalled)
+        later = names[names.index(self.play.name):] if self.play.name in names else []
+        return [snippet for name in later for snippet in self.state.recalled[name]]
 
     def gather_missing_facts(self, tasks: list[Task]) -> None:
         """The facts these tasks read that were not gathered (a killed run's left-over handlers, known
@@ -322,7 +327,7 @@ class PlayOnHost:
         return f"host {self.state.name}, task {task.name!r} ({task.source}): {error}"
 
     def execute(self, task: Task, following: list[Task]) -> TaskResult:
-        self.ran.add(_memory_key(task))
+        self.ran.add(task_key(task))
         renderer = self.renderer()
         if task.when is not None and not renderer.condition(task.when):
             self.register(task, {"skipped": True, "changed": False})
@@ -333,7 +338,7 @@ class PlayOnHost:
         if probe is not None and probe.snippet not in self.cache:
             self.cache.fill(self.state.connection(), [probe.snippet, *self.probe_ahead(following)])
         if probe is not None:
-            self.used.append((_memory_key(task), probe.snippet))
+            self.used.append((task_key(task), probe.snippet))
         plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
         if plan.changed and not self.options.check:
             self.persist_notified(task)
@@ -414,11 +419,6 @@ class PlayOnHost:
             value.update(applied.result, rc=applied.rc, stdout=applied.stdout, stderr=applied.stderr,
                          stdout_lines=applied.stdout.splitlines())
         return value
-
-
-def _memory_key(task: Task) -> str:
-    """A task as its remembered probes are filed: where it is written, and its name."""
-    return f"{task.source} {task.name}"
 
 
 def _plain_data(result: dict[str, Any]) -> dict[str, Any]:

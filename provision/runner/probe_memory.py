@@ -25,15 +25,33 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from provision.secrets import REDACTOR
+from provision.secrets import REDACTOR, Secret
+
+if TYPE_CHECKING:
+    from provision.playbook.model import Play, Task
 
 MAX_BYTES = 512 * 1024  # a play's snippets are ~40 KiB (the whole site); more is not a memory worth keeping
 VERSION = 2
 MIN_SECRET = 4  # as REDACTOR: shorter values are not masked anywhere
 PLACEHOLDER = re.compile("\0secret:([^\0]*)\0")
+
+
+def task_key(task: Task) -> str:
+    """A task as its remembered probes are filed: where it is written, and its name."""
+    return f"{task.source} {task.name}"
+
+
+def selected_keys(play: Play, selects: Callable[[Task], bool]) -> list[str]:
+    return [task_key(task) for task in [*play.tasks, *play.handlers] if selects(task)]
+
+
+def secret_values(variables: Mapping[str, Any]) -> dict[str, str]:
+    """The host's secret variables by name (what a remembered snippet names instead of the value)."""
+    return {name: value.reveal() for name, value in variables.items() if isinstance(value, Secret)}
 
 
 def default_folder() -> Path:

@@ -21,7 +21,7 @@ from provision.playbook.templating import make_environment
 from provision.runner.batches import batches, too_many_failed
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
-from provision.runner.probe_memory import ProbeMemory
+from provision.runner.probe_memory import ProbeMemory, secret_values, selected_keys
 from provision.runner.results import HostResult, RunResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
@@ -129,6 +129,8 @@ class Runner:
             if config.probe_memory is not None:
                 state.memory = ProbeMemory(config.probe_memory, memory_key(host))
             self.states[host.name] = state
+        if config.probe_memory is not None:
+            self.recall_probes(plays, selected)
         aborted = None
         try:
             for play in plays:
@@ -139,6 +141,18 @@ class Runner:
             for state in self.states.values():
                 state.release()
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
+
+    def recall_probes(self, plays: list[Play], selected: list[Host]) -> None:
+        """Each host's remembered probes of every play it is in, before the first play: its first
+        round trip carries them all."""
+        for play in plays:
+            keys = selected_keys(play, self.config.options.selects)
+            in_play = self.play_hosts(play)
+            for host in selected:
+                state = self.states[host.name]
+                if host.name in in_play and state.memory is not None:
+                    secrets = secret_values(host_variables(play, host, self.config.extra_vars))
+                    state.recalled[play.name] = state.memory.recall(play.name, secrets, keys)
 
     def run_play(self, play: Play, selected: list[Host]) -> str | None:
         in_play = self.play_hosts(play)

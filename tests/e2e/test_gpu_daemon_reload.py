@@ -58,7 +58,7 @@ def trixie(gpu_host, gpu_inventory, gpu_check_image, tmp_path_factory):
     first = provision("up", str(inventory), "--tags", STACK, json_path=tmp / "first.json")
     second = provision("up", str(inventory), "--tags", STACK, json_path=tmp / "second.json")
     return {"host": host, "first": first, "second": second, "image": gpu_check_image, "sessions": sessions,
-            "logind_pid": logind_pid}
+            "logind_pid": logind_pid, "inventory": inventory}
 
 
 def test_debian13_converges_with_cdi(trixie):
@@ -75,7 +75,9 @@ def test_debian13_converges_with_cdi(trixie):
     tasks = {task["name"]: task for task in second.host(host.name)["tasks"]}
     check = tasks["a container sees the GPU"]
     assert check["status"] == "ok" and "after systemctl daemon-reload:" in check["summary"]
-    assert check["summary"].splitlines()[-1].startswith("GPU 0: NVIDIA GeForce RTX 5090 Laptop GPU")
+    assert check["summary"].split("; ")[-1].startswith("GPU 0: NVIDIA GeForce RTX 5090 Laptop GPU")
+    # the first run's pass (its handler's, after docker's restart), on the same stack: no container started
+    assert check["summary"].startswith("passed earlier on this boot")
 
 
 def test_a_cdi_container_keeps_the_gpu_after_daemon_reload(trixie):
@@ -100,3 +102,16 @@ def test_the_logged_in_session_survives_up(trixie):
     assert after == trixie["sessions"]  # the same sessions, still open
     assert sh(host, "systemctl is-active desk-session")[1] == "active"
     assert sh(host, "systemctl show -p MainPID --value systemd-logind")[1] == trixie["logind_pid"]  # never restarted
+
+
+def test_a_changed_toolkit_setting_makes_the_check_start_a_container_again(trixie, tmp_path):
+    """The recorded pass holds only for the stack it was made on: a hand edit of the toolkit's config
+    (which no task manages) and the rerun checks for real, reload included."""
+    host = trixie["host"]
+    config = "/etc/nvidia-container-runtime/config.toml"
+    sh(host, f"mkdir -p {config.rsplit('/', 1)[0]} && echo '# edited by hand' >> {config}")
+    third = provision("up", str(trixie["inventory"]), "--tags", STACK, json_path=tmp_path / "third.json")
+    assert third.returncode == 0 and third.changed_tasks(host.name) == [], third.output
+    check = {task["name"]: task for task in third.host(host.name)["tasks"]}["a container sees the GPU"]
+    assert not check["summary"].startswith("passed earlier")
+    assert "after systemctl daemon-reload:" in check["summary"]

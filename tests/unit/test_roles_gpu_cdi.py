@@ -93,13 +93,13 @@ def fake_tools(folder: Path, reload_loses_gpu: bool) -> dict[str, str]:
     (folder / "systemctl").write_text(f'#!/bin/sh\necho "systemctl $*" >> {log}\ntouch {folder}/reloaded\n')
     for tool in ("docker", "systemctl"):
         (folder / tool).chmod(0o755)
-    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+    return {"PATH": f"{folder}:{os.environ['PATH']}", "PROVISION_GPU_CHECK_STAMP": str(folder / "state/check.pass")}
 
 
-def run_check(tmp_path: Path, reload_loses_gpu: bool) -> subprocess.CompletedProcess[str]:
-    env = fake_tools(tmp_path, reload_loses_gpu)
-    return subprocess.run([str(CHECK_SCRIPT), "check:1", "--gpus", "all"], env=env, capture_output=True,
-                          text=True, check=False)
+def run_check(tmp_path: Path, reload_loses_gpu: bool, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CHECK_SCRIPT), "check:1", *(options or ("--gpus", "all"))],
+                          env={**fake_tools(tmp_path, reload_loses_gpu), **env}, capture_output=True, text=True,
+                          check=False)
 
 
 def test_the_check_asks_the_running_container_again_after_a_daemon_reload(tmp_path: Path) -> None:
@@ -118,3 +118,27 @@ def test_the_check_fails_when_the_container_lost_the_gpu_at_the_reload(tmp_path:
     assert result.returncode == 255
     assert result.stdout.splitlines()[-1] == "Failed to initialize NVML: Unknown Error"
     assert (tmp_path / "calls").read_text().splitlines()[-1].startswith("docker rm -f ")
+
+
+def test_a_pass_holds_until_the_stack_it_was_made_on_changes(tmp_path: Path) -> None:
+    """A converged rerun starts no container: the same digest of boot, driver, toolkit, docker and
+    settings prints the recorded pass; another request (or PROVISION_GPU_CHECK_AGAIN) checks again."""
+    first = run_check(tmp_path, reload_loses_gpu=False)
+    assert first.returncode == 0 and (tmp_path / "state/check.pass").exists()
+    calls = (tmp_path / "calls").read_text()
+    again = run_check(tmp_path, reload_loses_gpu=False)
+    assert again.returncode == 0 and (tmp_path / "calls").read_text() == calls  # nothing started
+    header = "passed earlier on this boot, nothing it depends on changed: "
+    assert again.stdout.splitlines() == [header + first.stdout.splitlines()[0], *first.stdout.splitlines()[1:]]
+    run_check(tmp_path, False, "--device", "nvidia.com/gpu=all")
+    assert (tmp_path / "calls").read_text().count("docker run") == 2  # other options: another stack
+    run_check(tmp_path, False, "--device", "nvidia.com/gpu=all", PROVISION_GPU_CHECK_AGAIN="1")
+    assert (tmp_path / "calls").read_text().count("docker run") == 3
+
+
+def test_a_failed_check_forgets_the_pass(tmp_path: Path) -> None:
+    assert run_check(tmp_path, reload_loses_gpu=False).returncode == 0
+    (tmp_path / "reloaded").unlink()
+    assert run_check(tmp_path, True, PROVISION_GPU_CHECK_AGAIN="1").returncode == 255
+    assert not (tmp_path / "state/check.pass").exists()
+    assert run_check(tmp_path, reload_loses_gpu=True).returncode == 255  # no pass left to read
