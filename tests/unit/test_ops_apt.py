@@ -272,3 +272,21 @@ def test_apply_shows_the_dpkg_lock_wait_as_progress():
     REGISTRY["apt"].apply(context(ScriptedConnection([RunResult(waited, "", 0)]), progress=progress), result)
     assert progress[-1][0] == ("waiting for the dpkg lock held by process 2839 "
                                "(/usr/bin/python3 /usr/bin/unattended-upgrade) for 5 s")
+
+
+@pytest.mark.parametrize(("status", "interrupted"), [
+    ("install ok installed", False), ("deinstall ok config-files", False), ("hold ok installed", False),
+    ("install ok unpacked", True), ("install ok half-configured", True), ("install reinstreq half-installed", True),
+    ("install ok triggers-pending", True), ("install ok triggers-awaited", True),
+])
+def test_the_interrupted_dpkg_check_reads_the_states_dpkg_audit_lists(tmp_path, status, interrupted):
+    """The probe's one grep on dpkg's status file finds what `dpkg --audit` calls installed only
+    partially (the states `dpkg --configure -a` finishes), in a stanza as dpkg writes it."""
+    import subprocess
+
+    from provision.ops.apt import DPKG_INTERRUPTED
+
+    stanza = f"Package: jq\nStatus: {status}\nPriority: optional\nVersion: 1.6-2.1\n\n"
+    (tmp_path / "status").write_text("Package: base-files\nStatus: install ok installed\n\n" + stanza)
+    found = subprocess.run(["grep", "-Eq", DPKG_INTERRUPTED, str(tmp_path / "status")], check=False).returncode == 0
+    assert found is interrupted
