@@ -8,7 +8,8 @@
 # Env: LOCK_DIR, HOLDER (this run, one JSON object without its closing brace), GRACE_S (how long a
 # held lock is waited for before answering "held"), BREAK_PID (a holder shell proven orphaned).
 set -euo pipefail
-mkdir -p -- "$LOCK_DIR"
+# (builtins where they do: this runs on every host at the start of every run)
+[ -d "$LOCK_DIR" ] || mkdir -p -- "$LOCK_DIR"
 lock="$LOCK_DIR/run.lock"
 holder="$LOCK_DIR/run.holder.json"
 exec 9>>"$lock"
@@ -22,9 +23,9 @@ if ! flock -w "${GRACE_S:-2}" 9; then
     exit 0
   fi
 fi
-tmp=$(mktemp -- "$holder.XXXXXX")
-printf '%s, "lock_pid": %s}\n' "${HOLDER:?set by run_lock.py: this run as JSON}" "$$" > "$tmp"
-chmod 0644 -- "$tmp"
+# the folder is root's own (no one else can plant a file here): this shell's pid names the temp file
+tmp="$holder.$$"
+(umask 022 && printf '%s, "lock_pid": %s}\n' "${HOLDER:?set by run_lock.py: this run as JSON}" "$$" > "$tmp")
 mv -f -- "$tmp" "$holder"
 echo "lock=taken"
 # the beat: the controller's watchdog reads it (a silent host is reported unreachable), and the
