@@ -127,8 +127,10 @@ def served(laptop: Laptop) -> dict[str, Any]:
     start_1 = started_at(laptop.host) if first.returncode == 0 else ""
     second = laptop.up("second")
     assert first.returncode == 0 and second.returncode == 0, (first.output + second.output)[-6000:]
-    return {"check": check, "first": first, "second": second, "key": key, "start_1": start_1,
-            "start_2": started_at(laptop.host)}
+    start_2 = started_at(laptop.host)
+    third = laptop.up("third")
+    return {"check": check, "first": first, "second": second, "third": third, "key": key, "start_1": start_1,
+            "start_2": start_2}
 
 
 def test_first_up_downloads_pulls_starts_and_passes_both_smoke_checks(served, laptop, hub, vllm_images):
@@ -206,6 +208,16 @@ def test_rerun_changes_nothing_and_does_not_restart(served, laptop):
     # smoke applied: its readiness poll, its checks, then the memory probe again)
     assert second.host(name)["round_trips"] <= 6
     smoke = next(t for t in second.host(name)["tasks"] if t["name"].startswith("vLLM answers"))
+    assert smoke["status"] == "ok" and "'Red." in smoke["summary"]
+
+
+def test_a_converged_site_costs_the_connection_and_one_round_trip(served, laptop):
+    """Once a converged run has been remembered (runner/probe_memory.py), every probe of both plays
+    goes in the first script: the connection plus one round trip, the smoke checks passing in it."""
+    third, name = served["third"], laptop.host.name
+    assert third.returncode == 0 and third.host(name)["changed"] == 0, third.output
+    assert third.host(name)["round_trips"] == 2
+    smoke = next(t for t in third.host(name)["tasks"] if t["name"].startswith("vLLM answers"))
     assert smoke["status"] == "ok" and "'Red." in smoke["summary"]
 
 
