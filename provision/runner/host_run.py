@@ -163,7 +163,8 @@ class PlayOnHost:
             return self.run_tasks_and_handlers()
         finally:
             if memory is not None:
-                memory.keep(self.play.name, self.used, self.ran, self.secrets)
+                memory.keep(self.play.name, self.used, self.ran, self.secrets,
+                            {task_key(task) for task in self.play.tasks})
 
     def run_tasks_and_handlers(self) -> bool:
         tasks = [t for t in self.play.tasks if self.options.selects(t)]

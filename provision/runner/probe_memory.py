@@ -46,7 +46,9 @@ def task_key(task: Task) -> str:
 
 
 def selected_keys(play: Play, selects: Callable[[Task], bool]) -> list[str]:
-    return [task_key(task) for task in [*play.tasks, *play.handlers] if selects(task)]
+    """The play's selected tasks. Not its handlers: one runs only when notified, and its probe may be
+    the costly kind (the GPU check after docker's restart checks for real every time)."""
+    return [task_key(task) for task in play.tasks if selects(task)]
 
 
 def secret_values(variables: Mapping[str, Any]) -> dict[str, str]:
@@ -90,14 +92,17 @@ class ProbeMemory:
         recalled = (_unmask(snippet, secrets) for task, snippet in self._stored[play] if task in selected)
         return [snippet for snippet in recalled if snippet is not None]
 
-    def keep(self, play: str, used: list[tuple[str, str]], ran: set[str], secrets: Mapping[str, str]) -> None:
+    def keep(self, play: str, used: list[tuple[str, str]], ran: set[str], secrets: Mapping[str, str],
+             tasks: set[str]) -> None:
         """Remember the (task, snippet) pairs used in this run, and those stored for the tasks that
-        did not run (another selection, or a run that stopped early); a secret's value is kept as
-        its variable's name, and a snippet holding any other secret is not kept. Best effort: a
-        controller that cannot write its cache still runs."""
-        masked = ((task, _mask(snippet, secrets)) for task, snippet in dict.fromkeys(used))
+        did not run (another selection, or a run that stopped early), of the play's `tasks` only (no
+        handler, no task gone from the play); a secret's value is kept as its variable's name, and a
+        snippet holding any other secret is not kept. Best effort: a controller that cannot write
+        its cache still runs."""
+        masked = ((task, _mask(snippet, secrets)) for task, snippet in dict.fromkeys(used) if task in tasks)
         kept = [(task, snippet) for task, snippet in masked if snippet is not None]
-        kept += [pair for pair in self._stored.get(play, []) if pair[0] not in ran and pair not in kept]
+        kept += [pair for pair in self._stored.get(play, [])
+                 if pair[0] in tasks and pair[0] not in ran and pair not in kept]
         if kept == self._stored.get(play) or sum(len(snippet) for _, snippet in kept) > MAX_BYTES:
             return
         document = {"host": self.host_key, "play": play, "probes": [list(pair) for pair in kept]}

@@ -101,7 +101,8 @@ def test_a_quoted_secret_is_not_kept(tmp_path: Path):
 
     Secret("pa'ss-word-1")
     memory = ProbeMemory(tmp_path, "host")
-    memory.keep("play", [("a", "echo 'pa'\"'\"'ss-word-1'"), ("b", "echo fine")], ran={"a", "b"}, secrets={})
+    memory.keep("play", [("a", "echo 'pa'\"'\"'ss-word-1'"), ("b", "echo fine")], ran={"a", "b"}, secrets={},
+                tasks={"a", "b"})
     assert json.loads(next(tmp_path.iterdir()).read_text())["probes"] == [["b", "echo fine"]]
 
 
@@ -138,3 +139,22 @@ def test_a_run_of_some_tags_sends_only_their_probes_and_forgets_none(project: Pa
     assert chain_only["changed"] == 0 and chain_only["round_trips"] == 1
     assert (project / "probed").read_text() == probed  # not sent: its task is not selected
     assert json.loads(kept.read_text())["probes"] == everything  # the other role's probe is still known
+
+
+def test_a_handlers_probe_is_never_remembered(project: Path, tmp_path: Path):
+    """A handler runs only when notified, and its probe may be the costly kind (the GPU check after
+    docker's restart): it is not sent ahead on the next run."""
+    write(project / "roles/chain/handlers.yaml", """
+        - name: counted handler
+          command: {cmd: "true", unless: "echo >> {{ target }}/../handler-probed; false"}
+    """)
+    tasks = (project / "roles/chain/tasks.yaml").read_text()
+    notifying = tasks.replace("register: folder", "register: folder\n  notify: counted handler")
+    write(project / "roles/chain/tasks.yaml", notifying)
+    memory = tmp_path / "memory"
+    run(project, memory)  # the folder is made: the handler runs, its probe with it
+    assert (project / "handler-probed").read_text() == "\n"
+    again = run(project, memory)
+    assert again["changed"] == 0 and (project / "handler-probed").read_text() == "\n"
+    [kept] = list(memory.iterdir())
+    assert not any("handler-probed" in snippet for _, snippet in json.loads(kept.read_text())["probes"])
