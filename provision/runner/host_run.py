@@ -425,7 +425,7 @@ class PlayOnHost:
 def _plain_data(result: dict[str, Any]) -> dict[str, Any]:
     """A reporting operation's result for the JSON document: JSON-safe values only (nested dicts and
     lists too: the smoke checks' `smoke` entries), secrets masked."""
-    return {key: _plain(value) for key, value in result.items() if _plain(value) is not _UNSAFE}
+    return _plain(result)
 
 
 _UNSAFE = object()

@@ -20,7 +20,7 @@ def build_script(snippets: Iterable[str], token: str) -> str:
 
     The snippets run at once (they only read the host, so none depends on another), each into its
     own file of a private temp folder, printed in order when all are done: a converged host costs
-    its slowest check (the GPU-in-container check, about a second on a laptop), not their sum. The
+    its slowest check (the smoke checks' answers, the facts' nvidia-smi), not their sum. The
     folder (0700, root's under sudo: some outputs are secret, e.g. the API key's probe) goes when
     the script ends, a signal included; without a writable temp folder they run one by one.
     """
@@ -29,14 +29,17 @@ def build_script(snippets: Iterable[str], token: str) -> str:
     for index, snippet in enumerate(snippets):
         parts.append(f"_probe{index}() {{ echo '@@{token} {index}'\n( {snippet}\n) </dev/null\n}}")
     indexes = " ".join(str(index) for index in range(len(snippets)))
-    files = f'"$_probes"/{{0..{len(snippets) - 1}}}' if len(snippets) > 1 else '"$_probes"/0'
-    parts.append(f"""if [ {len(snippets)} -gt 1 ] && _probes=$(mktemp -d 2>/dev/null); then
+    one_by_one = f'for _i in {indexes}; do "_probe$_i"; done'
+    if len(snippets) < 2:
+        parts.append(one_by_one)
+    else:
+        parts.append(f"""if _probes=$(mktemp -d 2>/dev/null); then
   trap 'rm -rf -- "$_probes"' EXIT
   for _i in {indexes}; do "_probe$_i" > "$_probes/$_i" & done
   wait
-  cat -- {files}
+  cat -- "$_probes"/{{0..{len(snippets) - 1}}}
 else
-  for _i in {indexes}; do "_probe$_i"; done
+  {one_by_one}
 fi""")
     parts.append(f"echo '@@{token} end'")
     return "\n".join(parts) + "\n"
