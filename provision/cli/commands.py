@@ -3,115 +3,43 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from provision import content, interrupt
+from provision import interrupt
 from provision.cli.endpoints import endpoint_lines
+from provision.cli.inputs import (  # noqa: F401  (the commands' shared input functions, imported from here too)
+    EXIT_FAILED,
+    EXIT_OK,
+    _split,
+    human_console,
+    inventory_sources,
+    load_hosts,
+    playbook_of,
+    plays_of,
+    read_inventory,
+    roles_of,
+    timeouts_of,
+    trace_of,
+    validated_inventory,
+)
 from provision.cli.output import ConsoleReporter, recap_table
-from provision.errors import HostUnreachable, InputError, ProvisionError
+from provision.errors import HostUnreachable, ProvisionError
 from provision.facts.gather import gather_facts
 from provision.inventory.extra_vars import parse_extra_vars
-from provision.inventory.loader import load_inventory
 from provision.inventory.model import Host, Inventory
-from provision.playbook.loader import load_playbook
 from provision.playbook.model import Play
 from provision.runner import probe_memory
 from provision.runner.batches import parse_serial
+from provision.runner.connect import EarlyConnections
 from provision.runner.host_run import RunOptions
 from provision.runner.results import RunResult
-from provision.runner.runner import RunConfig, Runner, Timeouts, Trace, connect
-from provision.secrets import REDACTOR, Secret
-from provision.settings import load_specs, validate_hosts
-
-EXIT_OK, EXIT_FAILED = 0, 1
-
-
-def _split(text: str) -> frozenset[str]:
-    return frozenset(t.strip() for t in text.split(",") if t.strip())
-
-
-def playbook_of(args: argparse.Namespace) -> Path:
-    """The playbook a command runs (`--playbook`, ./playbooks/site.yaml, or the shipped one)."""
-    return content.playbook_path(getattr(args, "playbook", None))
-
-
-def roles_of(args: argparse.Namespace) -> Path:
-    """The roles folder a command uses (`--roles-path`, ./roles, beside the playbook, or shipped)."""
-    return content.roles_path(getattr(args, "roles_path", None), playbook_of(args))
-
-
-def plays_of(args: argparse.Namespace) -> list[Play]:
-    return load_playbook(playbook_of(args), roles_of(args))
-
-
-def inventory_sources(args: argparse.Namespace) -> list[Path]:
-    """The positional inventory and every `-i`, in that order; at least one."""
-    sources = ([args.inventory] if args.inventory else []) + list(getattr(args, "inventory_sources", []))
-    if not sources:
-        raise InputError("no inventory: give one (`provision up inventory/host.yaml`) or -i INVENTORY",
-                         key="inventory")
-    return sources
-
-
-def read_inventory(args: argparse.Namespace) -> Inventory:
-    """The inventory with the group_vars/host_vars next to it and next to the playbook."""
-    return load_inventory(inventory_sources(args), playbook_dir=playbook_of(args).parent)
-
-
-def validated_inventory(sources: Path | list[Path], limit: str | None, extra_vars: dict[str, Any],
-                        roles_dir: Path, playbook_dir: Path | None = None) -> tuple[Inventory, list[Host]]:
-    """The inventory and the hosts selected by --limit, their settings checked against the roles'
-    declarations (InvalidSettings, exit 2): all before anything connects."""
-    inventory = load_inventory(sources, playbook_dir=playbook_dir)
-    hosts = inventory.select(limit)
-    validate_hosts(inventory, hosts, roles_dir, load_specs([roles_dir]), extra_vars)
-    return inventory, hosts
-
-
-def load_hosts(args: argparse.Namespace) -> tuple[Inventory, list[Host]]:
-    """The validated inventory and selected hosts, connectable (key files exist, no unsupported
-    login); `-K` asks for the sudo password here, before anything connects."""
-    inventory, hosts = validated_inventory(inventory_sources(args), args.limit, parse_extra_vars(args.extra_vars),
-                                           roles_of(args), playbook_of(args).parent)
-    inventory.check_connectable(hosts)
-    if getattr(args, "ask_become_pass", False):
-        ask_become_password(hosts)
-    return inventory, hosts
-
-
-def ask_become_password(hosts: list[Host]) -> None:
-    """`-K`: one prompt (no echo, on the terminal), for every host that becomes root without an
-    inventory password (the inventory's own value wins, as in Ansible)."""
-    password = Secret(getpass.getpass("BECOME password: "))
-    for host in hosts:
-        if host.become and host.become_password is None:
-            host.become_password = password
-
-
-def timeouts_of(args: argparse.Namespace) -> Timeouts:
-    """The connect, per-command and silence timeouts a command was given (every command takes them)."""
-    return Timeouts(connect_s=args.connect_timeout, command_s=args.command_timeout, silent_s=args.silent_timeout)
-
-
-def human_console(args: argparse.Namespace, console: Console) -> Console:
-    """Where tables and progress go: stderr when stdout carries the --json document."""
-    return Console(stderr=True) if getattr(args, "json", False) else console
-
-
-def trace_of(args: argparse.Namespace, console: Console) -> Trace | None:
-    """-v/-vv: remote commands shown where the progress goes (stderr with --json)."""
-    verbosity = getattr(args, "verbose", 0)
-    if not verbosity:
-        return None
-    out = human_console(args, console)
-    return Trace(verbosity, lambda line: out.print(line, highlight=False, markup=False, soft_wrap=True))
+from provision.runner.runner import RunConfig, Runner, connect
+from provision.secrets import REDACTOR
 
 
 def write_document(args: argparse.Namespace, console: Console, result: RunResult) -> None:
@@ -122,12 +50,11 @@ def write_document(args: argparse.Namespace, console: Console, result: RunResult
         console.print_json(REDACTOR(json.dumps(result.document())))
 
 
-def cmd_up(args: argparse.Namespace, console: Console) -> int:
-    if args.list_hosts or args.list_tasks:
-        return list_plays(args, console)
-    inventory, hosts = load_hosts(args)
+def converge(args: argparse.Namespace, console: Console, inventory: Inventory, hosts: list[Host],
+             plays: list[Play], early: EarlyConnections | None = None) -> int:
+    """`up` once its inputs are read and checked (cli/up.py): run the plays, print the recap, the
+    endpoints and the document; `early` are the connections already under way."""
     extra_vars = parse_extra_vars(args.extra_vars)
-    plays = plays_of(args)
     options = RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags))
     if args.bundle:
         from provision.bundle.offline import offline_bundle_variable
@@ -150,7 +77,7 @@ def cmd_up(args: argparse.Namespace, console: Console) -> int:
     human = human_console(args, console)
     with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter, \
             interrupt.gentle_ctrl_c(reporter.message):
-        result = Runner(inventory, config, reporter).run(plays)
+        result = Runner(inventory, config, reporter, early).run(plays)
     human.print(recap_table(result))
     for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
         human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)

@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_json_arguments(up, document=True)
     up.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on; run nothing")
     up.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run; run nothing")
-    up.set_defaults(handler="provision.cli.commands:cmd_up")
+    up.set_defaults(handler="provision.cli.up:cmd_up")
 
     facts = subcommands.add_parser("facts", help="gather and print each host's facts")
     add_inventory_arguments(facts)

@@ -39,6 +39,7 @@ class ConsoleReporter:
         self.show_diff = show_diff
         self.lines: dict[str, HostLine] = {}
         self.lock = threading.Lock()
+        self.writing = threading.Lock()
         self.live: Live | None = None
         if console.is_terminal:
             self.live = Live(self.render(), console=console, refresh_per_second=8, transient=True)
@@ -74,6 +75,14 @@ class ConsoleReporter:
         return table
 
     def print(self, text: str | Text) -> None:
+        if self.live is None and self.console.color_system is None:
+            # a log, a pipe, CI: the line as it is, unwrapped (rich would fold it at 80 columns and read
+            # brackets in a command's output as markup), and for a fraction of rich's rendering cost
+            line = text.plain if isinstance(text, Text) else REDACTOR(text)
+            with self.writing:
+                self.console.file.write(line + "\n")
+                self.console.file.flush()
+            return
         target = self.live.console if self.live else self.console
         target.print(text if isinstance(text, Text) else REDACTOR(text), highlight=False)
 

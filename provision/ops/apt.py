@@ -180,14 +180,20 @@ PROBE_CANDIDATES = r"""[ -n "$need" ] && apt-cache policy -- $need \
 DPKG_STATUS = "/var/lib/dpkg/status"
 DPKG_INTERRUPTED = ("^Status: [a-z]+ [a-z]+ "
                     "(half-installed|unpacked|half-configured|triggers-awaited|triggers-pending)$")
+# the lists' and the update stamp's newest mtime: one stat of them all (find | sort | tail was three
+# processes), the newest picked by bash
 PROBE_SYSTEM = rf"""grep -Eq '{DPKG_INTERRUPTED}' {DPKG_STATUS} && echo dpkg_audit=1
 for f in /var/lib/dpkg/updates/*; do [ -e "$f" ] && echo dpkg_updates=1; break; done
 if [ -e {POLICY_RC} ]; then
   grep -q {POLICY_RC_MARK} {POLICY_RC} && echo policy_rc=leftover || echo policy_rc=foreign
 fi
 echo "now=${{EPOCHSECONDS:-$(date +%s)}}"
-echo "lists_mtime=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock -printf '%T@\n' | sort -n | tail -n 1)"
-echo "stamp_mtime=$(stat -c %Y {UPDATE_STAMP})"
+lists=()
+for f in /var/lib/apt/lists/*; do [ -f "$f" ] && [ "${{f##*/}}" != lock ] && lists+=("$f"); done
+newest=0
+while read -r mtime; do [ "$mtime" -gt "$newest" ] && newest=$mtime
+done < <(stat -c %Y -- "${{lists[@]}}" {UPDATE_STAMP} 2>/dev/null)
+echo "lists_mtime=$newest"
 """
 
 DPKG_CONFIGURE = """dpkg_configure() {

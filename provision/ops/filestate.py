@@ -30,8 +30,13 @@ def sha256_hex(data: bytes) -> str:
 def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str | None = None) -> Probe[FileState]:
     """`path`'s state (the content only when wanted and its sha256 is not the given one), parsed."""
     content_test = "[ -n \"$want\" ] && [ \"$size\" -le " + str(CONTENT_CAP) + " ]"
+    read_file = ('sha=$(sha256sum < "$p"); sha=${sha%% *}; echo "sha256=$sha"\n'
+                 f'  if {content_test}; then echo "content=$(base64 -w0 < "$p")"; fi')
     if unless_sha256:
-        content_test += f' && [ "$sha" != {quote(unless_sha256)} ]'
+        read_file = read_file.replace(content_test, f'{content_test} && [ "$sha" != {quote(unless_sha256)} ]')
+    elif want_content:  # the content comes back: its sha256 is taken here (parse_file_state), not on the host
+        read_file = (f'if {content_test}; then echo "content=$(base64 -w0 < "$p")"\n'
+                     '  else sha=$(sha256sum < "$p"); echo "sha256=${sha%% *}"; fi')
     body = f"""
 p={quote(path)}
 want={"1" if want_content else "''"}
@@ -43,8 +48,7 @@ attributes() {{
 if [ -d "$p" ]; then echo type=directory; attributes
 elif [ -f "$p" ]; then
   echo type=file; attributes; echo "size=$size"
-  sha=$(sha256sum < "$p"); sha=${{sha%% *}}; echo "sha256=$sha"
-  if {content_test}; then echo "content=$(base64 -w0 < "$p")"; fi
+  {read_file}
 elif [ -e "$p" ]; then echo type=other
 else echo type=absent
 fi
@@ -103,7 +107,7 @@ def parse_file_state(path: str, state: str) -> FileState:
         owner=fields.get("owner"),
         group=fields.get("group"),
         size=int(fields["size"]) if fields.get("size", "").isdigit() else None,
-        sha256=fields.get("sha256"),
+        sha256=fields.get("sha256") or (sha256_hex(content) if content is not None else None),
         content=content,
     )
 

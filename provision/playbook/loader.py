@@ -66,7 +66,7 @@ def parse_task(raw: Any, source: Source, role: str | None) -> Task:
 def load_task_file(path: Path, role: str | None) -> list[Task]:
     if not path.exists():
         return []
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, cached=True)
     return [parse_task(raw, Source(path, line), role) for raw, line in _items_with_lines(doc, "tasks")]
 
 
@@ -76,7 +76,7 @@ def load_role(name: str, roles_dir: Path, where: Source) -> Role:
         known = [p.name for p in roles_dir.iterdir() if p.is_dir()] if roles_dir.is_dir() else []
         raise InputError(f"no role '{name}' in {roles_dir}{did_you_mean(name, known)}", file=where.file,
                          line=where.line, key="roles")
-    defaults = load_yaml_file(path / "defaults.yaml").data if (path / "defaults.yaml").exists() else {}
+    defaults = load_yaml_file(path / "defaults.yaml", cached=True).data if (path / "defaults.yaml").exists() else {}
     if not isinstance(defaults or {}, dict):
         raise InputError("defaults must be a mapping", file=path / "defaults.yaml")
     return Role(
@@ -92,7 +92,7 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
     """playbooks/site.yaml -> plays; roles are looked up in `roles_dir` (default: ../roles)."""
     roles_dir = roles_dir or path.resolve().parent.parent / "roles"
     plays = []
-    for raw, line in _items_with_lines(load_yaml_file(path), "plays"):
+    for raw, line in _items_with_lines(load_yaml_file(path, cached=True), "plays"):
         where = Source(path, line)
         if not isinstance(raw, dict):
             raise InputError("a play must be a mapping", file=path, line=line)

@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from provision.playbook.template_cache import CachingEnvironment
 from provision.secrets import Secret, reveal
 from provision.shell import quote
 
@@ -56,7 +57,7 @@ def _to_yaml(value: Any) -> str:
 
 
 def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = CachingEnvironment(
         loader=jinja2.FileSystemLoader([str(d) for d in template_dirs or []]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

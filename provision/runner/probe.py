@@ -1,6 +1,6 @@
 """Batch the state probes of many tasks into one remote script, and split its output again.
 
-Each task's probe snippet runs in its own subshell behind a marker line, all at once; the output is
+Each task's probe snippet runs in a process of its own behind a marker line, all at once; the output is
 cut at the markers. Outputs are cached by snippet text, so a task whose arguments were rendered the same way
 reuses what the batch read. After any change on the host the cache is dropped: state is stale.
 """
@@ -15,8 +15,9 @@ from provision.errors import CommandFailed
 
 
 def build_script(snippets: Iterable[str], token: str) -> str:
-    """One script that runs every snippet, each in its own subshell with stdin closed, and prints
-    their outputs in order, each behind its marker line.
+    """One script that runs every snippet, each in a process of its own (a background job, or a
+    subshell one by one) with stdin closed, and prints their outputs in order, each behind its
+    marker line.
 
     The snippets run at once (they only read the host, so none depends on another), each into its
     own file of a private temp folder, printed in order when all are done: a converged host costs
@@ -27,9 +28,10 @@ def build_script(snippets: Iterable[str], token: str) -> str:
     snippets = list(snippets)
     parts = ["set +e +u +o pipefail"]
     for index, snippet in enumerate(snippets):
-        parts.append(f"_probe{index}() {{ echo '@@{token} {index}'\n( {snippet}\n) </dev/null\n}}")
+        parts.append(f"_probe{index}() {{ echo '@@{token} {index}'\n{{ {snippet}\n}} </dev/null\n}}")
     indexes = " ".join(str(index) for index in range(len(snippets)))
-    one_by_one = f'for _i in {indexes}; do "_probe$_i"; done'
+    # a background job is a process of its own already; one by one, each gets a subshell
+    one_by_one = f'for _i in {indexes}; do ( "_probe$_i" ); done'
     if len(snippets) < 2:
         parts.append(one_by_one)
     else:

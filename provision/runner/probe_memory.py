@@ -13,22 +13,20 @@ for a value: a missing, unreadable or foreign file costs round trips, never a wr
 A secret's value is never written: where a snippet holds one of the host's secret variables (the
 hub token in the weights' probe) the file names the variable, and the next run puts that run's
 value back; a snippet holding any other secret (`REDACTOR` knows them all), even quoted, is not kept. The files
-are the user's own (0600 in a 0700 folder) under `$PROVISION_CACHE_DIR`, else
-`$XDG_CACHE_HOME/provision/probes`, else `~/.cache/provision/probes`.
+are the user's own (0600 in a 0700 folder): `probes/` of the controller's cache (controller_cache.py:
+`~/.cache/provision/probes` unless `$PROVISION_CACHE_DIR` or `$XDG_CACHE_HOME` say otherwise).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provision import controller_cache
 from provision.secrets import REDACTOR, Secret
 
 if TYPE_CHECKING:
@@ -45,10 +43,15 @@ def task_key(task: Task) -> str:
     return f"{task.source} {task.name}"
 
 
+# the play's facts probe and the pending-handlers read, filed beside its tasks' probes
+FACTS_KEY, PENDING_KEY = "@facts", "@pending-handlers"
+
+
 def selected_keys(play: Play, selects: Callable[[Task], bool]) -> list[str]:
-    """The play's selected tasks. Not its handlers: one runs only when notified, and its probe may be
-    the costly kind (the GPU check after docker's restart checks for real every time)."""
-    return [task_key(task) for task in play.tasks if selects(task)]
+    """The play's facts and pending handlers, and its selected tasks. Not its handlers: one runs only
+    when notified, and its probe may be the costly kind (the GPU check after docker's restart checks
+    for real every time)."""
+    return [FACTS_KEY, PENDING_KEY, *(task_key(task) for task in play.tasks if selects(task))]
 
 
 def secret_values(variables: Mapping[str, Any]) -> dict[str, str]:
@@ -57,10 +60,7 @@ def secret_values(variables: Mapping[str, Any]) -> dict[str, str]:
 
 
 def default_folder() -> Path:
-    if folder := os.environ.get("PROVISION_CACHE_DIR"):
-        return Path(folder)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "provision" / "probes"
+    return controller_cache.folder("probes")
 
 
 class ProbeMemory:
@@ -106,16 +106,7 @@ class ProbeMemory:
         if kept == self._stored.get(play) or sum(len(snippet) for _, snippet in kept) > MAX_BYTES:
             return
         document = {"host": self.host_key, "play": play, "probes": [list(pair) for pair in kept]}
-        with contextlib.suppress(OSError):
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".probes-", suffix=".json")
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as out:
-                    json.dump(document, out)
-                os.replace(temporary, self.path(play))
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
+        if controller_cache.write(self.path(play), json.dumps(document).encode()):
             self._stored[play] = kept
 
 

@@ -11,14 +11,12 @@ from typing import Any
 
 from provision import interrupt
 from provision.connection.base import Connection
-from provision.connection.local import LocalConnection
-from provision.connection.ssh import SSHConnection
-from provision.connection.traced import TracedConnection
 from provision.errors import HostUnreachable, ProvisionError
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.playbook.templating import make_environment
 from provision.runner.batches import batches, too_many_failed
+from provision.runner.connect import MAX_CONNECTING, EarlyConnections, Timeouts, Trace, connect
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.probe_memory import ProbeMemory, secret_values, selected_keys
@@ -27,17 +25,7 @@ from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
 from provision.settings.profiles import profile_layer
 
-MAX_CONNECTING = 64  # connections opened at once, a bound on threads and sockets, not on the hosts of a batch
 INTERRUPTED = "interrupted (Ctrl-C): no new task was started; the changes in flight finished"
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """How long a host may take: to connect, to run one command, to stay silent mid-run."""
-
-    connect_s: float = 10
-    command_s: float = 7200  # a command without its own timeout (an operation's downloads set theirs)
-    silent_s: float = 20     # no run-lock beat for this long: the host is reported unreachable
 
 
 @dataclass
@@ -55,30 +43,6 @@ class RunConfig:
     lock: bool | None = None  # take the run lock on each host (None: unless in check mode)
     wait_lock_s: float = 0
     probe_memory: Path | None = None  # remember each host's probes here between runs (None: do not)
-
-
-@dataclass(frozen=True)
-class Trace:
-    verbosity: int
-    say: Callable[[str], None]
-
-
-def connect(host: Host, trust_new_host_keys: bool, trace: Trace | None = None,
-            timeouts: Timeouts | None = None) -> Connection:
-    """Open the connection a host asks for (local, or SSH with host keys checked), traced with -v."""
-    conn: Connection
-    if host.connection == "local":
-        conn = LocalConnection(host.name, become=host.become, become_user=host.become_user,
-                               become_password=host.become_password).open()
-    else:
-        timeouts = timeouts or Timeouts()
-        conn = SSHConnection(
-            host.name, host.address, port=host.port, user=host.user, key_file=host.key,
-            known_hosts=host.known_hosts, become=host.become, become_user=host.become_user,
-            become_password=host.become_password, trust_new_host_keys=trust_new_host_keys,
-            connect_timeout=timeouts.connect_s, command_timeout_s=timeouts.command_s,
-        ).open()
-    return TracedConnection(conn, trace.verbosity, trace.say) if trace and trace.verbosity > 0 else conn
 
 
 def memory_key(host: Host) -> str:
@@ -107,10 +71,12 @@ def inventory_variables(inventory: Inventory) -> dict[str, Any]:
 class Runner:
     """Runs plays over an inventory's hosts and collects per-host results."""
 
-    def __init__(self, inventory: Inventory, config: RunConfig, reporter: Reporter) -> None:
+    def __init__(self, inventory: Inventory, config: RunConfig, reporter: Reporter,
+                 early: EarlyConnections | None = None) -> None:
         self.inventory = inventory
         self.config = config
         self.reporter = reporter
+        self.early = early  # connections already under way (runner/connect.py), each taken once
         self.results: dict[str, HostResult] = {}
         self.states: dict[str, HostState] = {}
         self.started: dict[str, float] = {}
@@ -121,8 +87,7 @@ class Runner:
         locking = config.lock if config.lock is not None else not config.options.check
         for host in selected:
             self.results[host.name] = HostResult(host.name)
-            state = HostState(host.name, connect=lambda h=host: connect(h, config.trust_new_host_keys, config.trace,
-                                                                        config.timeouts))
+            state = HostState(host.name, connect=self.connector(host))
             if locking:
                 state.lock = RunLock(host.name, wait_s=config.wait_lock_s, silent_after_s=config.timeouts.silent_s,
                                      progress=lambda text, n=host.name: self.reporter.progress(n, text, None, None))
@@ -141,6 +106,18 @@ class Runner:
             for state in self.states.values():
                 state.release()
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
+
+    def connector(self, host: Host) -> Callable[[], Connection]:
+        """How `host` is opened: the first time by the connection started early for it, if any."""
+        config = self.config
+
+        def open_host() -> Connection:
+            early = self.early.take(host.name) if self.early is not None else None
+            if early is not None:
+                return early.result()
+            return connect(host, config.trust_new_host_keys, config.trace, config.timeouts)
+
+        return open_host
 
     def recall_probes(self, plays: list[Play], selected: list[Host]) -> None:
         """Each host's remembered probes of every play it is in, before the first play: its first

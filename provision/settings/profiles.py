@@ -56,7 +56,7 @@ def read(option: Option, name: str) -> dict[str, ProfileValue]:
 
 @functools.lru_cache(maxsize=256)
 def _read(path: Path, _mtime_ns: int) -> dict[str, ProfileValue]:
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, cached=True)
     if not isinstance(doc.data, Mapping):
         raise InputError("a profile is a mapping of variable names to values", path, doc.value_line(()))
     return {str(key): ProfileValue(value, path, doc.line((key,))) for key, value in doc.data.items()
@@ -66,7 +66,7 @@ def _read(path: Path, _mtime_ns: int) -> dict[str, ProfileValue]:
 def summary(option: Option, name: str) -> str:
     """The profile's `description:` line ("" when it has none)."""
     assert option.profiles is not None
-    data = load_yaml_file(option.profiles / f"{name}{SUFFIX}").data
+    data = load_yaml_file(option.profiles / f"{name}{SUFFIX}", cached=True).data
     return str(data.get("description") or "") if isinstance(data, Mapping) else ""
 
 

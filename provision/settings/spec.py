@@ -91,7 +91,7 @@ def _read_spec_file(path: Path, role: str) -> tuple[Option, ...]:
 
 @functools.cache
 def _parse_spec_file(path: Path, role: str, mtime_ns: int, size: int) -> tuple[Option, ...]:
-    doc = load_yaml_file(path)
+    doc = load_yaml_file(path, cached=True)
     data = doc.data or {}
     if not isinstance(data, dict) or not isinstance(data.get("options") or {}, dict):
         raise InputError("expected `options:` mapping variable names to their declarations", path,

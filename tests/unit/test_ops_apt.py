@@ -290,3 +290,31 @@ def test_the_interrupted_dpkg_check_reads_the_states_dpkg_audit_lists(tmp_path, 
     (tmp_path / "status").write_text("Package: base-files\nStatus: install ok installed\n\n" + stanza)
     found = subprocess.run(["grep", "-Eq", DPKG_INTERRUPTED, str(tmp_path / "status")], check=False).returncode == 0
     assert found is interrupted
+
+
+def test_the_cache_age_is_the_newest_package_list_or_update_stamp(tmp_path):
+    """One stat of the lists and the stamp (no find | sort | tail): the newest regular file counts,
+    not apt's lock file nor the `partial/` folder, whose times say nothing about the lists."""
+    import os
+    import subprocess
+
+    from provision.ops.apt import PROBE_SYSTEM, UPDATE_STAMP, parse_state
+
+    lists = tmp_path / "lists"
+    (lists / "partial").mkdir(parents=True)
+    stamp = tmp_path / "update-success-stamp"
+    for name, mtime in [("deb.debian.org_debian_dists_bookworm_InRelease", NOW - 7200),
+                        ("deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages", NOW - 3600),
+                        ("lock", NOW - 10)]:
+        (lists / name).write_text("x")
+        os.utime(lists / name, (mtime, mtime))
+    os.utime(lists / "partial", (NOW - 5, NOW - 5))
+    stamp.write_text("")
+    os.utime(stamp, (NOW - 5400, NOW - 5400))
+    script = PROBE_SYSTEM.replace("/var/lib/apt/lists", str(lists)).replace(UPDATE_STAMP, str(stamp))
+    out = subprocess.run(["bash", "-c", f"set +e +u\n{script}"], capture_output=True, text=True, check=True).stdout
+    assert f"lists_mtime={NOW - 3600}\n" in out
+    assert parse_state(f"now={NOW}\nlists_mtime={NOW - 3600}\n").cache_age == 3600
+    os.utime(stamp, (NOW - 60, NOW - 60))  # `apt-get update` that changed no list still counts
+    out = subprocess.run(["bash", "-c", f"set +e +u\n{script}"], capture_output=True, text=True, check=True).stdout
+    assert f"lists_mtime={NOW - 60}\n" in out

@@ -162,3 +162,23 @@ def test_rendered_text_holding_a_secret_defaults_to_0600_and_is_masked() -> None
     result = plan("file", "type=absent\n", dest="/etc/vllm/vllm.env", content="PORT=8000\nAPI_KEY=api-key-0123456789\n")
     assert "chmod -- '0600'" in script_of(result)
     assert "+PORT=8000" in result.diff and "api-key-0123456789" not in result.diff and "API_KEY=***" in result.diff
+
+
+def test_a_file_read_whole_is_not_hashed_on_the_host(tmp_path) -> None:
+    """When the content comes back anyway (json_merge, a file without a known sha256), its sha256 is
+    taken on the controller: one process fewer on the host in every such probe."""
+    import subprocess
+
+    from provision.ops.filestate import file_state_probe, sha256_hex
+
+    target = tmp_path / "daemon.json"
+    target.write_bytes(b'{"log-driver": "json-file"}\n')
+    probe = file_state_probe(str(target))
+    out = subprocess.run(["bash", "-c", f"set +e +u\n{probe.snippet}"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "content=" in out and "sha256=" not in out
+    state = probe.parse(out)
+    assert state.sha256 == sha256_hex(target.read_bytes()) and state.content == target.read_bytes()
+    big = file_state_probe(str(target), want_content=False)
+    out = subprocess.run(["bash", "-c", f"set +e +u\n{big.snippet}"], capture_output=True, text=True, check=True).stdout
+    assert "content=" not in out and big.parse(out).sha256 == sha256_hex(target.read_bytes())
