@@ -23,7 +23,7 @@ from provision.playbook.templating import Renderer, TemplateError, facts_read
 from provision.runner import pending_handlers
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
-from provision.runner.probe_memory import FACTS_KEY, PENDING_KEY, ProbeMemory, secret_values, task_key
+from provision.runner.probe_memory import ProbeMemory, secret_values, task_key
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
@@ -67,7 +67,6 @@ class HostState:
     # trip on, through one cache (a snippet's output is the host's state, whichever play reads it)
     recalled: dict[str, list[str]] = field(default_factory=dict)
     cache: ProbeCache = field(default_factory=ProbeCache)
-    prefetched: bool = False
 
     def open_early(self, pool: Executor) -> None:
         """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
@@ -87,19 +86,7 @@ class HostState:
         conn = self.connect()
         if self.lock is not None:
             self.lock.start(conn)
-        self.prefetch(conn)
         return conn
-
-    def prefetch(self, conn: Connection) -> None:
-        """Last run's probes of every play (the memory), sent the moment the host answers, while this
-        run's tasks are still being rendered; a task that renders to a remembered snippet then finds
-        its output read. Once per run, and only a hint: a failure here is met again, and reported, by
-        the probe that needs it."""
-        snippets = [snippet for play in self.recalled.values() for snippet in play]
-        if snippets and not self.prefetched:
-            self.prefetched = True
-            with contextlib.suppress(ProvisionError):
-                self.cache.fill(conn, snippets)
 
     def confirm_lock(self) -> bool:
         """Hold the run lock (waiting or refusing as configured); True when it was taken only after
@@ -177,7 +164,7 @@ class PlayOnHost:
         finally:
             if memory is not None:
                 memory.keep(self.play.name, self.used, self.ran, self.secrets,
-                            {FACTS_KEY, PENDING_KEY, *(task_key(task) for task in self.play.tasks)})
+                            {task_key(task) for task in self.play.tasks})
 
     def run_tasks_and_handlers(self) -> bool:
         tasks = [t for t in self.play.tasks if self.options.selects(t)]
@@ -233,12 +220,9 @@ class PlayOnHost:
         # every play's pending handlers are read at once, in the host's first round trip of the run
         pending_probe = "" if self.state.pending_handlers is not None else \
             pending_handlers.read_snippet(self.options.handlers_dir)
-        # rendered before asking for the connection: the handshake (and the memory's probe) proceed meanwhile
+        # rendered before asking for the connection: the handshake proceeds meanwhile
         snippets = [facts_probe, pending_probe, *self.probe_ahead(tasks), *self.recalled_from_here()]
         self.cache.fill(self.state.connection(), snippets)
-        self.ran.update((FACTS_KEY, PENDING_KEY))
-        self.used += [(key, snippet) for key, snippet in ((FACTS_KEY, facts_probe), (PENDING_KEY, pending_probe))
-                      if snippet]
         if facts_probe:
             gathered = facts_from(self.cache.get(facts_probe), self.state.name)
             self.state.facts = gathered if known is None else known.merged(gathered)

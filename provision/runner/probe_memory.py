@@ -43,15 +43,10 @@ def task_key(task: Task) -> str:
     return f"{task.source} {task.name}"
 
 
-# the play's facts probe and the pending-handlers read, filed beside its tasks' probes
-FACTS_KEY, PENDING_KEY = "@facts", "@pending-handlers"
-
-
 def selected_keys(play: Play, selects: Callable[[Task], bool]) -> list[str]:
-    """The play's facts and pending handlers, and its selected tasks. Not its handlers: one runs only
-    when notified, and its probe may be the costly kind (the GPU check after docker's restart checks
-    for real every time)."""
-    return [FACTS_KEY, PENDING_KEY, *(task_key(task) for task in play.tasks if selects(task))]
+    """The play's selected tasks. Not its handlers: one runs only when notified, and its probe may be
+    the costly kind (the GPU check after docker's restart checks for real every time)."""
+    return [task_key(task) for task in play.tasks if selects(task)]
 
 
 def secret_values(variables: Mapping[str, Any]) -> dict[str, str]:
