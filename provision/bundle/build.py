@@ -24,7 +24,7 @@ from provision.bundle import apt_repo, image, manifest, repositories, weights
 from provision.bundle.manifest import KEY_FILE, Manifest, atomic_write, sha256_of
 from provision.bundle.needs import HostNeeds, Weights, host_needs
 from provision.bundle.progress import Transfer, transfer_progress
-from provision.cli.commands import (
+from provision.cli.inputs import (
     _split,
     inventory_sources,
     playbook_of,

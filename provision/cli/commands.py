@@ -12,20 +12,17 @@ from rich.table import Table
 
 from provision import interrupt
 from provision.cli.endpoints import endpoint_lines
-from provision.cli.inputs import (  # noqa: F401  (the commands' shared input functions, imported from here too)
+from provision.cli.inputs import (
     EXIT_FAILED,
     EXIT_OK,
     _split,
     human_console,
-    inventory_sources,
     load_hosts,
     playbook_of,
     plays_of,
     read_inventory,
-    roles_of,
     timeouts_of,
     trace_of,
-    validated_inventory,
 )
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import HostUnreachable, ProvisionError

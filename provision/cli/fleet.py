@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from provision.cli.cache_status import cache_hosts, cache_row, cache_table
-from provision.cli.commands import (
+from provision.cli.inputs import (
     EXIT_FAILED,
     EXIT_OK,
     human_console,

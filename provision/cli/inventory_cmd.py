@@ -12,7 +12,7 @@ import json
 
 from rich.console import Console
 
-from provision.cli.commands import EXIT_OK, read_inventory
+from provision.cli.inputs import EXIT_OK, read_inventory
 from provision.errors import InputError
 from provision.inventory.listing import inventory_graph, inventory_list, plain
 

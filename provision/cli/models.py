@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands import EXIT_OK, roles_of
+from provision.cli.inputs import EXIT_OK, roles_of
 from provision.errors import InputError
 from provision.settings import load_specs, profiles
 from provision.settings.sources import RoleDefaults

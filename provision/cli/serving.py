@@ -19,7 +19,9 @@ from rich.table import Table
 from rich.text import Text
 
 from provision import content
-from provision.cli.commands import (
+from provision.cli.commands import write_document
+from provision.cli.endpoints import SERVING_ROLE, serving_play
+from provision.cli.inputs import (
     EXIT_FAILED,
     EXIT_OK,
     human_console,
@@ -31,9 +33,7 @@ from provision.cli.commands import (
     timeouts_of,
     trace_of,
     validated_inventory,
-    write_document,
 )
-from provision.cli.endpoints import SERVING_ROLE, serving_play
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars

@@ -15,13 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from provision import content
-from provision.cli.commands import (
-    EXIT_OK,
-    inventory_sources,
-    playbook_of,
-    roles_of,
-    validated_inventory,
-)
+from provision.cli.inputs import EXIT_OK, inventory_sources, playbook_of, roles_of, validated_inventory
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.suggest import did_you_mean

@@ -143,7 +143,7 @@ def parse_state(state: str) -> AptState:
     fields = parse_fields(state)
     held = {name for name, pkg in packages.items() if pkg.status[:1] == "h"}
     now = float(fields.get("now") or 0)
-    newest = max(float(fields.get("lists_mtime") or 0), float(fields.get("stamp_mtime") or 0))
+    newest = float(fields.get("lists_mtime") or 0)  # the lists' and the update stamp's newest
     return AptState(
         packages=packages,
         held={_bare(name) for name in held},

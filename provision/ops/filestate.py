@@ -29,17 +29,17 @@ def sha256_hex(data: bytes) -> str:
 
 def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str | None = None) -> Probe[FileState]:
     """`path`'s state (the content only when wanted and its sha256 is not the given one), parsed."""
-    content_test = "[ -n \"$want\" ] && [ \"$size\" -le " + str(CONTENT_CAP) + " ]"
-    read_file = ('sha=$(sha256sum < "$p"); sha=${sha%% *}; echo "sha256=$sha"\n'
-                 f'  if {content_test}; then echo "content=$(base64 -w0 < "$p")"; fi')
-    if unless_sha256:
-        read_file = read_file.replace(content_test, f'{content_test} && [ "$sha" != {quote(unless_sha256)} ]')
-    elif want_content:  # the content comes back: its sha256 is taken here (parse_file_state), not on the host
-        read_file = (f'if {content_test}; then echo "content=$(base64 -w0 < "$p")"\n'
-                     '  else sha=$(sha256sum < "$p"); echo "sha256=${sha%% *}"; fi')
+    small = f'[ "$size" -le {CONTENT_CAP} ]'
+    hash_it = 'sha=$(sha256sum < "$p"); sha=${sha%% *}; echo "sha256=$sha"'
+    send_it = 'echo "content=$(base64 -w0 < "$p")"'
+    if not want_content:
+        read_file = hash_it
+    elif unless_sha256:
+        read_file = f'{hash_it}\n  if {small} && [ "$sha" != {quote(unless_sha256)} ]; then {send_it}; fi'
+    else:  # the content comes back: its sha256 is taken by the controller (parse_file_state), not here
+        read_file = f"if {small}; then {send_it}\n  else {hash_it}; fi"
     body = f"""
 p={quote(path)}
-want={"1" if want_content else "''"}
 if [ -L "$p" ]; then p=$(readlink -f -- "$p"); echo "target=$p"; fi
 attributes() {{
   set -- $(stat -c '%a %u %g %U %G %s' -- "$p")

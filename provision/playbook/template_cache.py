@@ -1,15 +1,16 @@
 """Compiled Jinja templates kept between runs, as Python keeps compiled modules in `__pycache__`.
 
 Every run used to compile each template, `when` and argument expression again: lexing, parsing,
-generating Python and compiling it took 2.5 ms a template on the 2-core lab machine, 74 ms of a
-converged `--check` of four GPU roles (83 templates) and most of what the whole site's rerun spends
-before its probe. Jinja's own `bytecode_cache` covers only templates read through a loader, not
-`from_string` or `compile_expression`, which is how task arguments and conditions are compiled; so
-`CachingEnvironment` caches at `compile`, the one step all three go through, keyed by the source text,
-its kind and name, Python's and Jinja's versions and this package's templating code (the options an
-environment is made with live there). Stored with `marshal`, as `__pycache__` stores code, in the
-controller's cache (`templates/`, controller_cache.py); a source holding a secret is never stored
-(`REDACTOR.touches`). A syntax error is never cached: it is raised by Jinja's own code, as before.
+generating Python and compiling it took ~0.6-0.9 ms a template on the 2-core lab machine: 74 ms of a
+`--check` of four GPU roles (83 templates), 99 ms of the whole site's rerun (166). Jinja's own
+`bytecode_cache` covers only templates read through a loader, not `from_string` or
+`compile_expression`, which is how task arguments and conditions are compiled; so
+`CachingEnvironment` caches at `compile`, the one step all three go through, keyed by the source
+text, its kind and name, Python's and Jinja's versions and this package's templating code (the
+options an environment is made with live there). Stored with `marshal`, as `__pycache__` stores
+code, in the controller's cache (`templates/`, controller_cache.py); a source holding a secret is
+never stored (`REDACTOR.touches`). A syntax error is never cached: it is raised by Jinja's own code,
+as before.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ _VERSION = controller_cache.version_of(jinja2.__version__,
 class CachingEnvironment(jinja2.Environment):
     """A Jinja environment whose compiled templates and expressions outlive the run."""
 
-    cache_folder: Path | None = None  # None: controller_cache.folder("templates"), read when first needed
-
     def compile(self, source: Any, name: str | None = None, filename: str | None = None,  # type: ignore[override]
                 raw: bool = False, defer_init: bool = False) -> Any:
         if raw or not isinstance(source, str):
@@ -69,7 +68,7 @@ class CachingEnvironment(jinja2.Environment):
     def _cached(self, key: tuple[Any, ...], compile_now: Any) -> CodeType:
         text = repr(key)
         digest = hashlib.sha256(f"{_VERSION}\0{text}".encode()).hexdigest()[:40]
-        path = self._folder() / f"{digest}.code"
+        path = controller_cache.folder("templates") / f"{digest}.code"
         stored = controller_cache.read(path)
         if stored is not None:
             try:
@@ -82,6 +81,3 @@ class CachingEnvironment(jinja2.Environment):
         if not REDACTOR.touches(text):
             controller_cache.write(path, marshal.dumps(code))
         return code
-
-    def _folder(self) -> Path:
-        return self.cache_folder or controller_cache.folder("templates")

@@ -30,8 +30,8 @@ def script_of(result) -> str:
     return script[len(LOCK_WAIT):]
 
 NOW = 1_800_000_000
-FRESH = f"now={NOW}\nlists_mtime={NOW - 600}.0000000000\nstamp_mtime=\n"
-STALE = f"now={NOW}\nlists_mtime={NOW - 86400}.0000000000\nstamp_mtime=\n"
+FRESH = f"now={NOW}\nlists_mtime={NOW - 600}\n"
+STALE = f"now={NOW}\nlists_mtime={NOW - 86400}\n"
 # recorded on Debian 12: curl installed, jq never installed, nvidia-open held
 CURL = "pkg=curl\t7.88.1-10+deb12u14\tii \n"
 HELD_DRIVER = "pkg=nvidia-open\t580.95.05-1\thi \n"

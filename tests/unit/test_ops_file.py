@@ -94,7 +94,7 @@ def test_secret_content_is_never_shown_and_defaults_to_0600() -> None:
 def test_secret_flag_hides_diff_and_probe_reads_no_content() -> None:
     args = {"dest": "/etc/vllm/env", "content": "KEY=abcd\n", "secret": True}
     probe = REGISTRY["file"].probe(make_args("file", **args)).snippet
-    assert "want=''" in probe and "abcd" not in probe
+    assert "base64" not in probe and "abcd" not in probe  # never reads the content out
     result = plan("file", recorded("KEY=old\n", with_content=False), **args)
     assert result.diff == "/etc/vllm/env: content changed (secret)\n"
 
