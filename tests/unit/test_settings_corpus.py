@@ -55,6 +55,23 @@ CORPUS = {
                                         "vllm_extra_flags.max-model-len", "set by the variable max_model_len"),
     "no --no- form": (HOST, "vllm_extra_flags: {port: false}", ":5", "vllm_extra_flags.port",
                       "--port takes a value; false"),
+    # the values vLLM 0.21.0's own parser refuses (choices and types read from its source by
+    # tests/tools/extract_vllm_flags.py into roles/vllm/meta/vllm-serve-flags.txt)
+    "flag value not among vLLM's choices": (HOST, "vllm_extra_flags: {kv-cache-dtype: fp7}", ":5",
+                                            "vllm_extra_flags.kv-cache-dtype",
+                                            "--kv-cache-dtype takes one of 'auto', 'bfloat16', 'float16', 'fp8', "),
+    "the choices' suggestion": (HOST, "vllm_extra_flags: {kv-cache-dtype: fp7}", ":5",
+                                "vllm_extra_flags.kv-cache-dtype", "got 'fp7' (did you mean 'fp8'?)"),
+    "integer choices": (HOST, "vllm_extra_flags: {max-lora-rank: 24}", ":5", "vllm_extra_flags.max-lora-rank",
+                        "--max-lora-rank takes one of 1, 8, 16, 32, 64, 128, 256, 320, 512 (vLLM 0.21.0 `vllm serve`)"
+                        "; got 24"),
+    "a fraction for an integer flag": (HOST, "vllm_extra_flags: {seed: 1.5}", ":5", "vllm_extra_flags.seed",
+                                       "--seed takes an integer; got 1.5"),
+    "a size for a flag read by int()": (HOST, "vllm_extra_flags: {max-loras: 2k}", ":5", "vllm_extra_flags.max-loras",
+                                        "--max-loras takes an integer; got '2k'"),
+    "a list item of the wrong type": (HOST, "vllm_extra_flags: {cudagraph-capture-sizes: [1, two]}", ":5",
+                                          "vllm_extra_flags.cudagraph-capture-sizes",
+                                          "--cudagraph-capture-sizes takes an integer; got 'two'"),
     "in group vars": (FLEET, "max_num_batched_tokens: 0", ":8", "max_num_batched_tokens", "of at least 1; got 0"),
     "typo in group vars": (FLEET, "smoke_vison: false", ":8", "smoke_vison", "did you mean 'smoke_vision'"),
     "unknown model": (HOST, "model: qwen2.5-vl", ":5", "model",
@@ -174,3 +191,14 @@ def test_a_valid_setting_is_not_refused(tmp_path, listener):
     done = provision("render", str(inventory))
     assert done.returncode == 0, done.stderr
     assert "--enforce-eager" in done.stdout and "--no-enable-prefix-caching" in done.stdout
+
+
+def test_values_vllm_parses_are_not_refused(tmp_path, listener):
+    """Sizes where vLLM reads them (human_readable_int), an integer choice, a list of integers."""
+    port, _ = listener
+    inventory = write(tmp_path, HOST, "vllm_extra_flags: {kv-cache-memory-bytes: 8G, max-lora-rank: 64, "
+                      "cudagraph-capture-sizes: [1, 2, 4], kv-cache-dtype: fp8_e5m2}", port)
+    done = provision("render", str(inventory))
+    assert done.returncode == 0, done.stderr
+    assert "--kv-cache-memory-bytes\n8G\n" in done.stdout and "--cudagraph-capture-sizes\n1\n2\n4\n" in done.stdout
+    assert "--kv-cache-dtype\nfp8_e5m2\n" in done.stdout
