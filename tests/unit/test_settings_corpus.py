@@ -8,7 +8,6 @@ a command that does connect.
 from __future__ import annotations
 
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -184,21 +183,17 @@ def test_the_listener_does_see_a_command_that_connects(tmp_path, listener):
     assert connections, "the corpus above would not notice a contact"
 
 
-def test_a_valid_setting_is_not_refused(tmp_path, listener):
+@pytest.mark.parametrize(("setting", "rendered"), [
+    ("vllm_extra_flags: {enforce-eager: true, enable-prefix-caching: false, speculative-config: null}",
+     ["--enforce-eager\n", "--no-enable-prefix-caching\n"]),
+    # values vLLM's parser takes: a size where it reads one (human_readable_int), an integer choice, a
+    # list of integers, a choice
+    ("vllm_extra_flags: {kv-cache-memory-bytes: 8G, max-lora-rank: 64, cudagraph-capture-sizes: [1, 2, 4], "
+     "kv-cache-dtype: fp8_e5m2}",
+     ["--kv-cache-memory-bytes\n8G\n", "--cudagraph-capture-sizes\n1\n2\n4\n", "--kv-cache-dtype\nfp8_e5m2\n"]),
+])
+def test_a_valid_setting_is_not_refused(tmp_path, listener, setting: str, rendered: list[str]):
     port, _ = listener
-    inventory = write(tmp_path, HOST, textwrap.dedent("vllm_extra_flags: {enforce-eager: true, enable-prefix-caching: "
-                                                      "false, speculative-config: null}"), port)
-    done = provision("render", str(inventory))
+    done = provision("render", str(write(tmp_path, HOST, setting, port)))
     assert done.returncode == 0, done.stderr
-    assert "--enforce-eager" in done.stdout and "--no-enable-prefix-caching" in done.stdout
-
-
-def test_values_vllm_parses_are_not_refused(tmp_path, listener):
-    """Sizes where vLLM reads them (human_readable_int), an integer choice, a list of integers."""
-    port, _ = listener
-    inventory = write(tmp_path, HOST, "vllm_extra_flags: {kv-cache-memory-bytes: 8G, max-lora-rank: 64, "
-                      "cudagraph-capture-sizes: [1, 2, 4], kv-cache-dtype: fp8_e5m2}", port)
-    done = provision("render", str(inventory))
-    assert done.returncode == 0, done.stderr
-    assert "--kv-cache-memory-bytes\n8G\n" in done.stdout and "--cudagraph-capture-sizes\n1\n2\n4\n" in done.stdout
-    assert "--kv-cache-dtype\nfp8_e5m2\n" in done.stdout
+    assert [line for line in rendered if line not in done.stdout] == []
