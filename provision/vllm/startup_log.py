@@ -93,6 +93,11 @@ class StartupMemory:
         """The KV cache memory vLLM has: profiled, or the fixed reservation of --kv-cache-memory-bytes."""
         return self.kv_available_gib if self.kv_available_gib is not None else self.kv_reserved_gib
 
+    @property
+    def kv_pinned(self) -> bool:
+        """The KV size was given (--kv-cache-memory-bytes): vLLM skipped the profile the plan predicts."""
+        return self.kv_available_gib is None and self.kv_reserved_gib is not None
+
 
 def _last_match(key: str, log: str) -> tuple[int, str] | None:
     found = [(match.start(), match.group(1)) for pattern in PATTERNS[key] for match in pattern.finditer(log)]
@@ -117,7 +122,9 @@ def planned_vs_actual(planned: dict[str, Any], actual: StartupMemory) -> str:
     """One line for the run's output: `KV cache planned 3.06 GiB, vLLM found 3.06 GiB; ...`."""
     parts = []
     if actual.kv_gib is not None and planned.get("kv_available_gib") is not None:
-        parts.append(f"KV cache planned {planned['kv_available_gib']:.2f} GiB, vLLM found {actual.kv_gib:.2f} GiB")
+        found = "reserved" if actual.kv_pinned else "found"
+        parts.append(f"KV cache planned {planned['kv_available_gib']:.2f} GiB, vLLM {found} {actual.kv_gib:.2f} GiB"
+                     + (" (--kv-cache-memory-bytes)" if actual.kv_pinned else ""))
     if actual.max_concurrency is not None and planned.get("full_sequences") is not None:
         parts.append(f"full-length sequences planned {planned['full_sequences']:.2f}, "
                      f"vLLM {actual.max_concurrency:.2f}")
@@ -130,7 +137,10 @@ def planned_vs_actual(planned: dict[str, Any], actual: StartupMemory) -> str:
 
 def shortfalls(planned: dict[str, Any], actual: StartupMemory) -> list[str]:
     """Warnings where vLLM found more than 15% less than the plan: the plan was off before users
-    hit the limit (a context that fits on paper may not fit the real cache)."""
+    hit the limit (a context that fits on paper may not fit the real cache). None where the KV size
+    was pinned: vLLM then follows the pin, not the plan, and the plan was not off."""
+    if actual.kv_pinned:
+        return []
     pairs = (("KV cache memory", planned.get("kv_available_gib"), actual.kv_gib, " GiB"),
              ("full-length sequences", planned.get("full_sequences"), actual.max_concurrency, ""))
     warnings = []

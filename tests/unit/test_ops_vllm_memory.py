@@ -76,7 +76,8 @@ REAL_LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"  # sources: SOURCES
      "vLLM found 46.11 GiB; full-length sequences planned 1.44, vLLM 84.32; weights 15.53 GiB; "
      "activation peak 1.72 GiB; non-torch 0.09 GiB"),
     # --kv-cache-memory-bytes (vllm#49878): the reservation stands for the profile vLLM skipped
-    ("unknown__vllm-49878-gemma4-kv-bytes.log", "KV cache planned 3.06 GiB, vLLM found 49.00 GiB"),
+    ("unknown__vllm-49878-gemma4-kv-bytes.log",
+     "KV cache planned 3.06 GiB, vLLM reserved 49.00 GiB (--kv-cache-memory-bytes)"),
 ])
 def test_planned_vs_found_is_filled_from_vllms_other_memory_wordings(name: str, found: str) -> None:
     op = REGISTRY["vllm_memory"]
@@ -84,3 +85,12 @@ def test_planned_vs_found_is_filled_from_vllms_other_memory_wordings(name: str, 
     result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"}, (REAL_LOGS / name).read_text())))
     assert found in result.summary
     assert json.loads(result.commands[0].data)["current"]["startup_memory"]
+
+
+def test_a_pinned_kv_size_below_the_plan_is_no_plan_error() -> None:
+    """With --kv-cache-memory-bytes vLLM follows the pin, not the plan (vllm#49878's line): no warning."""
+    op = REGISTRY["vllm_memory"]
+    args = op.Args.model_validate({"planned": {**PLANNED, "kv_available_gib": 80.0}})
+    log = (REAL_LOGS / "unknown__vllm-49878-gemma4-kv-bytes.log").read_text()
+    result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"}, log)))
+    assert "vLLM reserved 49.00 GiB" in result.summary and "WARNING" not in result.summary
