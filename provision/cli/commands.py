@@ -27,6 +27,7 @@ from provision.cli.inputs import (
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import HostUnreachable, ProvisionError
 from provision.facts.gather import gather_facts
+from provision.facts.model import SECURE_BOOT_WORDS
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
@@ -108,6 +109,10 @@ def list_plays(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+# a fact's values that need words to be read right ("bios" is no Secure Boot at all, not an unknown)
+FACT_WORDS: dict[str, dict[str, str]] = {"secure_boot": SECURE_BOOT_WORDS}
+
+
 def fact_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     """Facts as a person reads them: nested mappings as dotted keys (`gpu.0.name`), one row per
     leaf, yes/no for booleans and "-" for unknown (no Python reprs)."""
@@ -116,7 +121,8 @@ def fact_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     elif isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
         items = [(str(index), item) for index, item in enumerate(value)]
     else:
-        return [(prefix, _fact_text(value))]
+        words = FACT_WORDS.get(prefix, {})
+        return [(prefix, words.get(value, _fact_text(value)) if isinstance(value, str) else _fact_text(value))]
     if not items:
         return [(prefix, "-")] if prefix else []
     return [row for key, item in items for row in fact_rows(item, f"{prefix}.{key}" if prefix else str(key))]

@@ -14,7 +14,11 @@ from typing import Any, Literal
 
 from provision.errors import FactNotGathered
 
-SecureBootState = Literal["enabled", "disabled", "unknown"]
+# "bios": booted without EFI (legacy BIOS/CSM, or a VM's direct kernel boot); "not_supported": EFI
+# firmware without Secure Boot. In both Secure Boot cannot refuse a module, as with "disabled".
+SecureBootState = Literal["enabled", "disabled", "bios", "not_supported", "unknown"]
+SECURE_BOOT_WORDS: dict[str, str] = {"bios": "not available (BIOS boot)",
+                                     "not_supported": "not available (the EFI firmware has none)"}
 
 
 @dataclass(frozen=True)

@@ -296,8 +296,15 @@ def parse_open_kernel_module(text: str) -> bool | None:
     return "Open Kernel Module" in text
 
 
+# mokutil's words for EFI variables without a SecureBoot one (lcp/mokutil src/mokutil.c, since 0.4.0).
+# Without EFI variables at all it says "EFI variables are not supported on this system" and exits 1: a
+# BIOS boot, but also EFI with its runtime services off (efi=noruntime), so /sys/firmware/efi decides.
+MOKUTIL_NO_SECURE_BOOT = "This system doesn't support Secure Boot"
+
+
 def parse_secure_boot(text: str) -> SecureBootState:
-    """mokutil's answer when it gave one; else the EFI variable's last byte; no EFI means disabled."""
+    """mokutil's answer when it gave one; else the EFI variable's last byte; no EFI boot means "bios"
+    and EFI without a SecureBoot variable "not_supported" (neither can refuse a module)."""
     values = parse_key_values(text)
     mokutil_lines = values.get("mokutil", "").strip().splitlines()
     mokutil_first = mokutil_lines[:1]
@@ -314,9 +321,9 @@ def parse_secure_boot(text: str) -> SecureBootState:
         return "enabled" if efivar[-1] == "1" else "disabled"
     efi = values.get("efi")
     if efi == "no":
-        return "disabled"  # legacy BIOS boot: there is no Secure Boot
-    if efi == "yes" and values.get("efivars") == "yes":
-        return "disabled"  # EFI variables readable, but no SecureBoot one: the firmware lacks it
+        return "bios"  # no /sys/firmware/efi: booted without EFI
+    if efi == "yes" and (values.get("efivars") == "yes" or mokutil_first == [MOKUTIL_NO_SECURE_BOOT]):
+        return "not_supported"  # EFI variables readable, but no SecureBoot one: the firmware lacks it
     return "unknown"
 
 

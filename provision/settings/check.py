@@ -12,10 +12,14 @@ from typing import Any
 
 from provision.inventory.suggest import did_you_mean
 from provision.secrets import Secret
+from provision.settings.flags import FlagList
 from provision.settings.spec import Option
 
-HUMAN_INT = re.compile(r"-?\d+(\.\d+)?[kKmMgGtT]?i?")  # vLLM reads 32k, 8G for some integer flags
+PLAIN_INT = re.compile(r"\s*[-+]?\d+(_\d+)*\s*")  # what Python's int() reads
+# vLLM's human_readable_int (vllm/utils/argparse_utils.py): 25.6k, 8G, 2K; never 1.5K (binary, decimal)
+HUMAN_INT = re.compile(r"\s*(\d+(\.\d+)?[kmgt]|\d+[KMGT]|[-+]?\d+(_\d+)*)\s*")
 NUMBER_TYPES = {"int": "an integer", "float": "a number"}
+FLAG_NUMBERS = {**NUMBER_TYPES, "human_int": "an integer (or 8k, 2G)"}
 
 
 def is_template(value: Any) -> bool:
@@ -154,8 +158,27 @@ def check_flags(option: Option, value: Mapping[Any, Any], variables: Mapping[str
             problems.append((name, f"--{name} takes a value; false (--no-{name}) is not one of its forms"))
         elif flag_value is True and kind not in ("bool", "flag", "off", "bool_or_str"):
             problems.append((name, f"--{name} takes a value; true (a bare --{name}) is not one"))
-        elif kind == "int" and (isinstance(flag_value, bool) or not HUMAN_INT.fullmatch(str(flag_value))):
-            problems.append((name, f"--{name} takes an integer; got {flag_value!r}"))
-        elif kind == "float" and (isinstance(flag_value, bool) or not isinstance(flag_value, (int, float))):
-            problems.append((name, f"--{name} takes a number; got {flag_value!r}"))
+        else:
+            problem = flag_value_problem(flags, name, kind, flag_value)
+            if problem:
+                problems.append((name, problem))
     return problems
+
+
+def flag_value_problem(flags: FlagList, name: str, kind: str, value: Any) -> str | None:
+    """Why the program's parser would refuse `--name value` (each item of a list, which renders as
+    several values): by the option's type (`int("8k")` fails where human_readable_int reads it) and its
+    choices, both as vLLM's parser has them (roles/vllm/meta/vllm-serve-flags.txt)."""
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, bool) and kind in ("int", "human_int", "float"):
+            return f"--{name} takes {FLAG_NUMBERS[kind]}; got {item!r}"
+        if kind in ("int", "human_int") and not (PLAIN_INT if kind == "int" else HUMAN_INT).fullmatch(str(item)):
+            return f"--{name} takes {FLAG_NUMBERS[kind]}; got {item!r}"
+        if kind == "float" and not isinstance(item, (int, float)):
+            return f"--{name} takes {FLAG_NUMBERS[kind]}; got {item!r}"
+        choices = flags.choices.get(name)
+        if choices and str(item) not in choices:
+            listed = ", ".join(c if kind == "int" else repr(c) for c in choices)
+            return (f"--{name} takes one of {listed} ({flags.version}); got {item!r}"
+                    f"{did_you_mean(str(item), choices)}")
+    return None

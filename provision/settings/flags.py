@@ -3,14 +3,16 @@
 The file (e.g. `roles/vllm/meta/vllm-serve-flags.txt`) says in its header where and for which
 version it was extracted. One option a line: `SPELLINGS KIND [off=SPELLINGS] [...]`, spellings
 comma-separated (`--tensor-parallel-size,-tp int`); KIND `bool` takes `--no-NAME` (the off
-spellings), `flag` is a switch that takes no value, anything else takes a value. Lines starting with
+spellings), `flag` is a switch that takes no value, anything else takes a value: `int`, `human_int`
+(also `8k`, `2G`), `float`, or text. `choices=A,B` lists the only values the program's parser takes
+(`--kv-cache-dtype str choices=auto,fp8`). Lines starting with
 `#` or `@` are comments or annotations; the header line `# program: NAME VERSION` names the program and
 version the list was taken from (shown in errors).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from provision.errors import InputError
@@ -26,6 +28,7 @@ class FlagList:
     off_names: frozenset[str]
     source: Path
     version: str
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def kind(self, name: str) -> str | None:
         if name in self.off_names:
@@ -43,6 +46,7 @@ def load_flag_list(path: Path) -> FlagList:
         raise InputError("flag list file not found", path)
     kinds: dict[str, str] = {}
     off: set[str] = set()
+    choices: dict[str, tuple[str, ...]] = {}
     version = ""
     for line in path.read_text().splitlines():
         if line.startswith("#"):
@@ -59,4 +63,14 @@ def load_flag_list(path: Path) -> FlagList:
         for word in words[2:]:
             if word.startswith("off="):
                 off.update(s[2:] for s in word[4:].split(",") if s.startswith("--"))
-    return FlagList(kinds=kinds, off_names=frozenset(off), source=path, version=version or path.name)
+        choices.update(_choices_of(words))
+    return FlagList(kinds=kinds, off_names=frozenset(off), source=path, version=version or path.name,
+                    choices=choices)
+
+
+def _choices_of(words: list[str]) -> dict[str, tuple[str, ...]]:
+    """Flag name -> its `choices=` values, for each long spelling of one line's option."""
+    listed = next((word.removeprefix("choices=") for word in words[2:] if word.startswith("choices=")), None)
+    if listed is None:
+        return {}
+    return {spelling[2:]: tuple(listed.split(",")) for spelling in words[0].split(",") if spelling.startswith("--")}

@@ -29,7 +29,7 @@ def test_real_h200_host_with_driver_580() -> None:
     assert facts.driver_version == facts.loaded_module_version == "580.159.04"
     assert facts.open_kernel_module is True
     assert facts.nouveau_loaded is False
-    assert facts.secure_boot == "disabled"  # no EFI in that machine: legacy boot
+    assert facts.secure_boot == "bios"  # no EFI in that machine (a Firecracker VM's direct boot)
     assert (facts.systemd, facts.system_state) == (False, "unknown")
     assert (facts.docker_client, facts.docker_version) == (False, None)
     assert facts.boot_id == "e13966de-f997-4c42-a8a5-3da0c5e4f59c"
@@ -105,3 +105,12 @@ def test_every_fixture_round_trips_to_plain_template_vars(name: str) -> None:
     assert variables["os"]["id"] in {"debian", "ubuntu"}
     assert isinstance(variables["pci_gpus"], list) and isinstance(variables["disks"], list)
     assert variables["memory_total_bytes"] > 0 and variables["boot_id"]
+
+
+BIOS_MOKUTIL = FIXTURES.parent / "recorded" / "secure-boot-bios-mokutil.txt"
+
+
+def test_a_bios_boot_with_mokutil_has_no_secure_boot_at_all() -> None:
+    """`mokutil --sb-state` recorded on a machine booted without EFI: Secure Boot does not exist there."""
+    assert "mokutil=EFI variables are not supported on this system" in BIOS_MOKUTIL.read_text()
+    assert parse_probe(BIOS_MOKUTIL.read_text()).secure_boot == "bios"

@@ -135,12 +135,20 @@ def test_driver_version_falls_back_to_the_loaded_module() -> None:
     # but unsigned kernels and modules load (lcp/mokutil#9; askubuntu.com/questions/831574)
     ("mokutil=SecureBoot enabled\nmokutil=SecureBoot validation is disabled in shim\nefi=yes", "disabled"),
     ("mokutil=SecureBoot disabled\nefi=yes\nefivars=yes\nefivar=6 0 0 0 0", "disabled"),
-    ("mokutil=EFI variables are not supported on this system\nefi=no", "disabled"),
+    # booted without EFI: mokutil's words (lcp/mokutil src/mokutil.c; recorded in
+    # fixtures/facts/firecracker-bios-mokutil.txt) and the probe's, or the probe's alone
+    ("mokutil=EFI variables are not supported on this system\nefi=no", "bios"),
+    ("efi=no", "bios"),
+    # EFI with its runtime services off (efi=noruntime, e.g. a real-time kernel): mokutil says the same,
+    # yet Secure Boot may be on
+    ("mokutil=EFI variables are not supported on this system\nefi=yes\nefivars=no", "unknown"),
     ("efi=yes\nefivars=yes\nefivar=6 0 0 0 1", "enabled"),
     ("efi=yes\nefivars=yes\nefivar=6 0 0 0 0", "disabled"),
-    ("efi=yes\nefivars=yes", "disabled"),  # EFI firmware without a SecureBoot variable
+    # EFI firmware without a SecureBoot variable: mokutil's words (src/mokutil.c, since 0.4.0), or no variable
+    ("mokutil=This system doesn't support Secure Boot\nefi=yes\nefivars=yes", "not_supported"),
+    ("mokutil=This system doesn't support Secure Boot\nefi=yes\nefivars=no", "not_supported"),
+    ("efi=yes\nefivars=yes", "not_supported"),
     ("efi=yes\nefivars=no", "unknown"),  # efivarfs not mounted: cannot tell
-    ("efi=no", "disabled"),  # legacy BIOS boot
     ("", "unknown"),
 ])
 def test_secure_boot_states(section: str, state: str) -> None:

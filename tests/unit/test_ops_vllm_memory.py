@@ -2,6 +2,9 @@
 
 import base64
 import json
+from pathlib import Path
+
+import pytest
 
 from provision.ops import REGISTRY
 from provision.vllm.release import Record
@@ -11,9 +14,9 @@ LOG = ("Model loading took 17.12 GiB memory and 41.2 seconds\nAvailable KV cache
 PLANNED = {"kv_available_gib": 3.06, "full_sequences": 1.44, "max_model_len": 131072}
 
 
-def probe_output(current: dict | None) -> str:
+def probe_output(current: dict | None, log: str = LOG) -> str:
     record = Record(current=current).text()
-    return (f"log={base64.b64encode(LOG.encode()).decode()}\n"
+    return (f"log={base64.b64encode(log.encode()).decode()}\n"
             f"record={base64.b64encode(record.encode()).decode()}\n")
 
 
@@ -59,3 +62,35 @@ def test_found_far_below_planned_is_a_warning_with_both_numbers():
 
 def test_within_fifteen_percent_is_no_warning():
     assert "WARNING" not in plan({"id": "abc"}).summary
+
+
+REAL_LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"  # sources: SOURCES.md there
+
+
+@pytest.mark.parametrize(("name", "found"), [
+    # V0's table of figures (vllm#10511): no other line says the KV memory
+    ("startup__vllm-10511-profiling-table.log",
+     "vLLM found 53.29 GiB; weights 14.96 GiB; activation peak 1.26 GiB; non-torch 1.79 GiB"),
+    # V0 workers' one line (vllm#15783): the weights, the activations and the KV memory together
+    ("startup__vllm-15783-v0-profiling.log",
+     "vLLM found 46.11 GiB; full-length sequences planned 1.44, vLLM 84.32; weights 15.53 GiB; "
+     "activation peak 1.72 GiB; non-torch 0.09 GiB"),
+    # --kv-cache-memory-bytes (vllm#49878): the reservation stands for the profile vLLM skipped
+    ("unknown__vllm-49878-gemma4-kv-bytes.log",
+     "KV cache planned 3.06 GiB, vLLM reserved 49.00 GiB (--kv-cache-memory-bytes)"),
+])
+def test_planned_vs_found_is_filled_from_vllms_other_memory_wordings(name: str, found: str) -> None:
+    op = REGISTRY["vllm_memory"]
+    args = op.Args.model_validate({"planned": PLANNED})
+    result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"}, (REAL_LOGS / name).read_text())))
+    assert found in result.summary
+    assert json.loads(result.commands[0].data)["current"]["startup_memory"]
+
+
+def test_a_pinned_kv_size_below_the_plan_is_no_plan_error() -> None:
+    """With --kv-cache-memory-bytes vLLM follows the pin, not the plan (vllm#49878's line): no warning."""
+    op = REGISTRY["vllm_memory"]
+    args = op.Args.model_validate({"planned": {**PLANNED, "kv_available_gib": 80.0}})
+    log = (REAL_LOGS / "unknown__vllm-49878-gemma4-kv-bytes.log").read_text()
+    result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"}, log)))
+    assert "vLLM reserved 49.00 GiB" in result.summary and "WARNING" not in result.summary

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from provision.errors import TaskFailed
+from provision.facts import parse_probe
 from provision.ops import REGISTRY
 from tests.unit.ops_support import probe_local
 from tests.unit.test_roles_gpu_support import (
@@ -15,6 +18,7 @@ from tests.unit.test_roles_gpu_support import (
     site_play,
 )
 
+RECORDED = Path(__file__).parent / "fixtures" / "recorded"
 FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"  # lab host: GPU, nouveau loaded, nothing installed
 CONVERGED_DEBIAN = "debian12-rtx5090-standin-converged.txt"  # lab host after `provision up`, 580.95.05
 WORKING_UBUNTU = "rtx5090-laptop-ubuntu2404.txt"  # a laptop with the 580 open driver working
@@ -75,6 +79,16 @@ def test_secure_boot_is_fine_with_signed_modules_an_enrolled_key_or_a_working_dr
     assert not any(render_tasks(debian, nvidia_driver_secure_boot_mok=True)[name].active for name in REFUSALS)
     working = facts(WORKING_UBUNTU, secure_boot="enabled")
     assert not any(render_tasks(working)[name].active for name in REFUSALS)
+
+
+@pytest.mark.parametrize("fixture", [FRESH_DEBIAN, BEFORE_REBOOT_UBUNTU])
+def test_a_bios_boot_gets_no_secure_boot_refusal_and_no_mok_advice(fixture: str) -> None:
+    """Booted without EFI (mokutil's recorded answer), Secure Boot cannot refuse the unsigned module."""
+    bios = parse_probe((RECORDED / "secure-boot-bios-mokutil.txt").read_text()).secure_boot
+    rendered = render_tasks(facts(fixture, secure_boot=bios))
+    assert bios == "bios"
+    assert [name for name in REFUSALS if rendered[name].active] == []
+    assert not any("mokutil" in str(getattr(r.args, "msg", "")) for r in rendered.values() if r.active)
 
 
 def test_the_fresh_ubuntu_laptop_of_the_issue_is_refused_for_prime_first() -> None:

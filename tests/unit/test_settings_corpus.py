@@ -8,7 +8,6 @@ a command that does connect.
 from __future__ import annotations
 
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -55,6 +54,23 @@ CORPUS = {
                                         "vllm_extra_flags.max-model-len", "set by the variable max_model_len"),
     "no --no- form": (HOST, "vllm_extra_flags: {port: false}", ":5", "vllm_extra_flags.port",
                       "--port takes a value; false"),
+    # the values vLLM 0.21.0's own parser refuses (choices and types read from its source by
+    # tests/tools/extract_vllm_flags.py into roles/vllm/meta/vllm-serve-flags.txt)
+    "flag value not among vLLM's choices": (HOST, "vllm_extra_flags: {kv-cache-dtype: fp7}", ":5",
+                                            "vllm_extra_flags.kv-cache-dtype",
+                                            "--kv-cache-dtype takes one of 'auto', 'bfloat16', 'float16', 'fp8', "),
+    "the choices' suggestion": (HOST, "vllm_extra_flags: {kv-cache-dtype: fp7}", ":5",
+                                "vllm_extra_flags.kv-cache-dtype", "got 'fp7' (did you mean 'fp8'?)"),
+    "integer choices": (HOST, "vllm_extra_flags: {max-lora-rank: 24}", ":5", "vllm_extra_flags.max-lora-rank",
+                        "--max-lora-rank takes one of 1, 8, 16, 32, 64, 128, 256, 320, 512 (vLLM 0.21.0 `vllm serve`)"
+                        "; got 24"),
+    "a fraction for an integer flag": (HOST, "vllm_extra_flags: {seed: 1.5}", ":5", "vllm_extra_flags.seed",
+                                       "--seed takes an integer; got 1.5"),
+    "a size for a flag read by int()": (HOST, "vllm_extra_flags: {max-loras: 2k}", ":5", "vllm_extra_flags.max-loras",
+                                        "--max-loras takes an integer; got '2k'"),
+    "a list item of the wrong type": (HOST, "vllm_extra_flags: {cudagraph-capture-sizes: [1, two]}", ":5",
+                                          "vllm_extra_flags.cudagraph-capture-sizes",
+                                          "--cudagraph-capture-sizes takes an integer; got 'two'"),
     "in group vars": (FLEET, "max_num_batched_tokens: 0", ":8", "max_num_batched_tokens", "of at least 1; got 0"),
     "typo in group vars": (FLEET, "smoke_vison: false", ":8", "smoke_vison", "did you mean 'smoke_vision'"),
     "unknown model": (HOST, "model: qwen2.5-vl", ":5", "model",
@@ -167,10 +183,17 @@ def test_the_listener_does_see_a_command_that_connects(tmp_path, listener):
     assert connections, "the corpus above would not notice a contact"
 
 
-def test_a_valid_setting_is_not_refused(tmp_path, listener):
+@pytest.mark.parametrize(("setting", "rendered"), [
+    ("vllm_extra_flags: {enforce-eager: true, enable-prefix-caching: false, speculative-config: null}",
+     ["--enforce-eager\n", "--no-enable-prefix-caching\n"]),
+    # values vLLM's parser takes: a size where it reads one (human_readable_int), an integer choice, a
+    # list of integers, a choice
+    ("vllm_extra_flags: {kv-cache-memory-bytes: 8G, max-lora-rank: 64, cudagraph-capture-sizes: [1, 2, 4], "
+     "kv-cache-dtype: fp8_e5m2}",
+     ["--kv-cache-memory-bytes\n8G\n", "--cudagraph-capture-sizes\n1\n2\n4\n", "--kv-cache-dtype\nfp8_e5m2\n"]),
+])
+def test_a_valid_setting_is_not_refused(tmp_path, listener, setting: str, rendered: list[str]):
     port, _ = listener
-    inventory = write(tmp_path, HOST, textwrap.dedent("vllm_extra_flags: {enforce-eager: true, enable-prefix-caching: "
-                                                      "false, speculative-config: null}"), port)
-    done = provision("render", str(inventory))
+    done = provision("render", str(write(tmp_path, HOST, setting, port)))
     assert done.returncode == 0, done.stderr
-    assert "--enforce-eager" in done.stdout and "--no-enable-prefix-caching" in done.stdout
+    assert [line for line in rendered if line not in done.stdout] == []
