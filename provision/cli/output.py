@@ -141,7 +141,7 @@ class ConsoleReporter:
     def host_finished(self, host: str, result: HostResult) -> None:
         with self.lock:
             line = self.lines.setdefault(host, HostLine())
-            line.state = "unreachable" if result.unreachable else ("failed" if result.failed else "done")
+            line.state = host_state(result)
             line.task = ""
         if result.error:
             self.print(Text(f"{host} | {line.state} | {REDACTOR(result.error)}", style="red"))
@@ -149,6 +149,15 @@ class ConsoleReporter:
 
     def message(self, text: str) -> None:
         self.print(text)
+
+
+def host_state(result: HostResult) -> str:
+    """How a host ended, the same word on its line and in the recap."""
+    if result.unreachable:
+        return "unreachable"
+    if result.interrupted and not result.count(Status.FAILED):
+        return "interrupted"
+    return "failed" if result.failed else "done"
 
 
 def recap_table(run: RunResult) -> Table:
@@ -159,7 +168,9 @@ def recap_table(run: RunResult) -> Table:
         table.add_column(column, justify="right" if column != "host" else "left")
     for name, host in run.hosts.items():
         counts = host.counts()
-        style = "red" if host.failed else ("yellow" if counts["changed"] else "green")
-        table.add_row(Text(name, style=style), *(str(counts[k]) for k in
+        state = host_state(host)
+        style = {"interrupted": "yellow", "done": "yellow" if counts["changed"] else "green"}.get(state, "red")
+        label = f"{name} (interrupted)" if state == "interrupted" else name
+        table.add_row(Text(label, style=style), *(str(counts[k]) for k in
                       ("ok", "changed", "failed", "skipped", "unreachable")), f"{host.elapsed:.1f}s")
     return table

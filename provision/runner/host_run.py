@@ -198,6 +198,7 @@ class PlayOnHost:
         if not interrupt.STOP.is_set():
             return False
         where = f"{task.role + ': ' if task.role else ''}{task.name}"
+        self.result.interrupted = True
         self.result.error = f"interrupted (Ctrl-C) before task {where!r}; nothing of it ran, a rerun goes on from here"
         return True
 

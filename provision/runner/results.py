@@ -43,6 +43,7 @@ class HostResult:
     host: str
     tasks: list[TaskResult] = field(default_factory=list)
     unreachable: bool = False
+    interrupted: bool = False  # Ctrl-C stopped it before a task: not a failure of the host
     error: str | None = None
     elapsed: float = 0.0
     round_trips: int = 0
@@ -82,6 +83,7 @@ class RunResult:
             "hosts": {
                 name: {
                     **host.counts(),
+                    "interrupted": host.interrupted,
                     "elapsed": round(host.elapsed, 3),
                     "round_trips": host.round_trips,
                     "error": host.error,
