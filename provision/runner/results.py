@@ -17,6 +17,7 @@ class Status(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     UNREACHABLE = "unreachable"
+    NOT_CHECKED = "not checked"  # check mode: a check or wait that only a run does (not verified, not ok)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class HostResult:
             "changed": self.count(Status.CHANGED),
             "failed": self.count(Status.FAILED),
             "skipped": self.count(Status.SKIPPED),
+            "not_checked": self.count(Status.NOT_CHECKED),
             "unreachable": 1 if self.unreachable else 0,
         }
 
