@@ -87,8 +87,11 @@ class ConsoleReporter:
         target.print(text if isinstance(text, Text) else REDACTOR(text), highlight=False)
 
     def host_started(self, host: str) -> None:
+        """A host begins a play: running again (the next play's start after the previous one's `done`)."""
         with self.lock:
-            self.lines.setdefault(host, HostLine())
+            line = self.lines.setdefault(host, HostLine())
+            if line.state == "done":
+                line.state = "running"
         self.refresh()
 
     def task_started(self, host: str, task: str) -> None:

@@ -231,3 +231,36 @@ def test_check_mode_says_not_checked_on_the_line_and_in_the_recap(project: Path)
     row = next(line for line in text.splitlines() if line.startswith("│ here"))
     cells = dict(zip([c.strip() for c in header.split("┃")], [c.strip() for c in row.split("│")], strict=False))
     assert cells["not checked"] == "1" and cells["ok"] != ""
+
+
+def test_the_live_view_says_running_through_the_second_play(project: Path):
+    """Before: the state column kept the first play's `done` for the whole second play."""
+    import io
+
+    from rich.console import Console
+
+    from provision.cli.output import ConsoleReporter
+
+    write(project / "playbooks/site.yaml", """
+        - name: first
+          hosts: all
+          roles: [files]
+        - name: second
+          hosts: all
+          roles: [extra]
+    """)
+    states: dict[str, str] = {}
+
+    class Watching(ConsoleReporter):
+        def task_started(self, host: str, task: str) -> None:
+            super().task_started(host, task)
+            states[task] = self.lines[host].state
+
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    inventory = load_inventory(project / "inventory.yaml")
+    config = RunConfig(options=RunOptions(handlers_dir=str(project / "handlers")), lock=False)
+    with Watching(console) as reporter:
+        result = Runner(inventory, config, reporter).run(load_playbook(project / "playbooks/site.yaml"))
+    assert result.ok
+    assert states["folder"] == "running" and states["marker"] == "running", states
+    assert reporter.lines["here"].state == "done"
