@@ -86,3 +86,4 @@ def test_a_template_shows_what_it_evaluates_to_and_a_facts_one_says_so(capsys, t
     assert main(["vars", str(inventory), "--host", "desk-1"]) == 0
     table = capsys.readouterr().out
     assert "(set from facts.os when a run reads the host)" in table and "192.0.2.50" in table
+
