@@ -353,6 +353,8 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
                                                               images[host.name]))
     caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
+    for row in rows.values():
+        row["serving"] = serves(row)
     if args.json:
         for name, cache in caches.items():
             rows[name]["office_cache"] = cache
@@ -367,4 +369,4 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
             console.print(line)
         if caches:
             console.print(cache_table(caches))
-    return EXIT_OK if all(serves(row) for row in rows.values()) else EXIT_FAILED
+    return EXIT_OK if all(row["serving"] for row in rows.values()) else EXIT_FAILED

@@ -129,6 +129,7 @@ def test_status_shows_health_release_and_drift(tmp_path, capsys, monkeypatch) ->
         row = json.loads(out)["here"]
         assert code == 0, out
         assert row["health"] == "ok" and row["flags"] == "in sync" and row["weights_commit"].startswith("c0ffee")
+        assert row["serving"] is True
         assert row["running"] == 0 and row["kv_cache_percent"] is not None
         code, out, _ = run(capsys, "status", str(inventory), "-e", "max_num_seqs=3")
         assert code == 0, out
