@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
 
 from provision.errors import InputError
-from provision.inventory.model import Inventory
+from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.runner.results import RunResult
 from provision.runner.runner import host_variables
+from provision.shell import quote
 
 SERVING_ROLE = "vllm"
 
@@ -43,5 +45,25 @@ def endpoint_lines(plays: list[Play], playbook: Path, inventory: Inventory, resu
         key = ("the inventory's vllm_api_key" if variables.get("vllm_api_key")
                else f"{variables.get('vllm_api_key_file')} on the host (root only)")
         verb = "would serve" if result.check else "serves"
-        lines.append(f"{name} {verb} {variables.get('served_model_name')} at {url}; API key: {key}")
+        lines.append(f"{name} {verb} {variables.get('served_model_name')} at {url}; API key: {key}"
+                     + tunnel_hint(host, int(variables.get("vllm_port") or 8000), bind))
     return lines
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return address == "localhost" or ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def tunnel_hint(host: Host, port: int, bind: str) -> str:
+    """How to reach an endpoint this machine cannot open at its URL: a host reached through a
+    forwarded SSH port on this machine's loopback (the lab's laptops: only SSH is forwarded), or a
+    service bound to the host's own loopback. Empty when the URL answers from here as it is."""
+    if host.is_local or not (_loopback(bind) or (_loopback(host.address) and host.port != 22)):
+        return ""
+    login = f"{host.user}@{host.address}" if host.user else host.address
+    options = (f" -p {host.port}" if host.port != 22 else "") + (f" -i {quote(str(host.key))}" if host.key else "")
+    return (f"; only SSH reaches {host.address}:{host.port} from here: open the endpoint with "
+            f"`ssh -N -L {port}:127.0.0.1:{port}{options} {quote(login)}`, then use http://127.0.0.1:{port}/v1")

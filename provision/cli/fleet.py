@@ -256,6 +256,12 @@ def _uptime(seconds: float | None) -> str:
     return f"{hours}h {minutes}m" if hours else f"{minutes}m {int(seconds) % 60}s"
 
 
+def _digest(image: str | None) -> str:
+    """`sha256:abcdef012345` of a pinned image, else the image as named."""
+    image = image or "-"
+    return image.split("@", 1)[1][:19] if "@" in image else image
+
+
 def _number(value: float | None, fmt: str = "{:.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -270,8 +276,7 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
             table.add_row(Text(name, style="red"), "yes" if row["reachable"] else Text("no", style="red"),
                           Text(row["error"][:160], style="red"), *("-",) * 9)
             continue
-        image = row["image"] or "-"
-        digest = image.split("@", 1)[1][:19] if "@" in image else image
+        digest = _digest(row["image"])
         active = row["state"].startswith("active")
         flags_style = "green" if row["flags"] == "in sync" else "bold red"
         table.add_row(
@@ -283,6 +288,31 @@ def status_table(rows: dict[str, dict[str, Any]]) -> Table:
             Text(row["health"], style="green" if row["health"] == "ok" else "red"), _number(row["tokens_per_s"]),
             f"{_number(row['running'])} / {_number(row['waiting'])}", _number(row["kv_cache_percent"], "{:.1f}%"))
     return table
+
+
+def serves(row: dict[str, Any]) -> bool:
+    """A host serves when its endpoint answers /health with 200 (status's exit code, as `systemctl
+    is-active`'s: 0 only when every host does)."""
+    return bool(row.get("reachable")) and "error" not in row and row.get("health") == "ok"
+
+
+def status_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """One plain line per host for a pipe, a log or CI (the table is for a terminal: at 80 columns
+    it wraps every cell)."""
+    lines = []
+    for name, row in rows.items():
+        if "error" in row:
+            lines.append(f"{name}: {'error' if row['reachable'] else 'unreachable'}: {row['error']}")
+            continue
+        failed = f" (last failed upgrade: {row['last_failed_upgrade']})" if row["last_failed_upgrade"] else ""
+        lines.append(
+            f"{name}: {'serving' if serves(row) else 'NOT SERVING'} | service {row['state']}, up "
+            f"{_uptime(row['uptime_s'])} | health {row['health']} | GPU {row['gpu']} / driver {row['driver'] or '-'}"
+            f" | image {_digest(row['image'])} | weights "
+            f"{(row['weights_commit'] or '-')[:12]} | flags {row['flags']}{failed} | {_number(row['tokens_per_s'])}"
+            f" tok/s | running {_number(row['running'])} / waiting {_number(row['waiting'])} | KV cache "
+            f"{_number(row['kv_cache_percent'], '{:.1f}%')}")
+    return lines
 
 
 def memory_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
@@ -323,14 +353,20 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
                                                               images[host.name]))
     caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
+    for row in rows.values():
+        row["serving"] = serves(row)
     if args.json:
         for name, cache in caches.items():
             rows[name]["office_cache"] = cache
         console.print_json(json.dumps(rows, default=str))
     else:
-        console.print(status_table(rows))
+        if console.is_terminal:
+            console.print(status_table(rows))
+        else:
+            for text in status_lines(rows):
+                console.print(text, markup=False, highlight=False, soft_wrap=True)
         for line in [*memory_lines(rows), *kernel_lines(rows)]:
             console.print(line)
         if caches:
             console.print(cache_table(caches))
-    return EXIT_OK if all(row["reachable"] and "error" not in row for row in rows.values()) else EXIT_FAILED
+    return EXIT_OK if all(row["serving"] for row in rows.values()) else EXIT_FAILED

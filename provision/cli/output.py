@@ -17,7 +17,7 @@ from provision.secrets import REDACTOR
 
 STATUS_STYLE = {
     Status.OK: "green", Status.CHANGED: "yellow", Status.FAILED: "bold red",
-    Status.SKIPPED: "cyan", Status.UNREACHABLE: "bold magenta",
+    Status.SKIPPED: "cyan", Status.UNREACHABLE: "bold magenta", Status.NOT_CHECKED: "yellow",
 }
 
 
@@ -87,8 +87,11 @@ class ConsoleReporter:
         target.print(text if isinstance(text, Text) else REDACTOR(text), highlight=False)
 
     def host_started(self, host: str) -> None:
+        """A host begins a play: running again (the next play's start after the previous one's `done`)."""
         with self.lock:
-            self.lines.setdefault(host, HostLine())
+            line = self.lines.setdefault(host, HostLine())
+            if line.state == "done":
+                line.state = "running"
         self.refresh()
 
     def task_started(self, host: str, task: str) -> None:
@@ -107,9 +110,11 @@ class ConsoleReporter:
         status = str(result.status)
         if self.check and result.status == Status.CHANGED:
             status = "would change"
+        elif result.status == Status.NOT_CHECKED:
+            status = "not checked (check mode)"
         text = Text.assemble((f"{host}", "bold"), " | ", (status, STATUS_STYLE[result.status]), " | ",
                              f"{result.role + ': ' if result.role else ''}{result.task}")
-        if result.summary and (result.status == Status.CHANGED or result.report):
+        if result.summary and (result.status in (Status.CHANGED, Status.NOT_CHECKED) or result.report):
             text.append(f"  ({REDACTOR(result.summary)})", style="dim")
         if result.status != Status.SKIPPED or not self.live:
             self.print(text)
@@ -141,7 +146,7 @@ class ConsoleReporter:
     def host_finished(self, host: str, result: HostResult) -> None:
         with self.lock:
             line = self.lines.setdefault(host, HostLine())
-            line.state = "unreachable" if result.unreachable else ("failed" if result.failed else "done")
+            line.state = host_state(result)
             line.task = ""
         if result.error:
             self.print(Text(f"{host} | {line.state} | {REDACTOR(result.error)}", style="red"))
@@ -151,15 +156,27 @@ class ConsoleReporter:
         self.print(text)
 
 
+def host_state(result: HostResult) -> str:
+    """How a host ended, the same word on its line and in the recap."""
+    if result.unreachable:
+        return "unreachable"
+    if result.interrupted and not result.count(Status.FAILED):
+        return "interrupted"
+    return "failed" if result.failed else "done"
+
+
 def recap_table(run: RunResult) -> Table:
-    """PLAY RECAP: one row per host with Ansible's counters and the time it took."""
+    """PLAY RECAP: one row per host with Ansible's counters and the time it took (in check mode also
+    the checks only a run does: "not checked")."""
     table = Table(title="PLAY RECAP" + (" (check mode: nothing was changed)" if run.check else ""),
                   title_justify="left")
-    for column in ("host", "ok", "changed", "failed", "skipped", "unreachable", "elapsed"):
-        table.add_column(column, justify="right" if column != "host" else "left")
+    counters = ("ok", "changed", "failed", "skipped", "unreachable", *(("not_checked",) if run.check else ()))
+    for column in ("host", *counters, "elapsed"):
+        table.add_column(column.replace("_", " "), justify="right" if column != "host" else "left")
     for name, host in run.hosts.items():
         counts = host.counts()
-        style = "red" if host.failed else ("yellow" if counts["changed"] else "green")
-        table.add_row(Text(name, style=style), *(str(counts[k]) for k in
-                      ("ok", "changed", "failed", "skipped", "unreachable")), f"{host.elapsed:.1f}s")
+        state = host_state(host)
+        style = {"interrupted": "yellow", "done": "yellow" if counts["changed"] else "green"}.get(state, "red")
+        label = f"{name} (interrupted)" if state == "interrupted" else name
+        table.add_row(Text(label, style=style), *(str(counts[k]) for k in counters), f"{host.elapsed:.1f}s")
     return table

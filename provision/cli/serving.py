@@ -40,6 +40,7 @@ from provision.inventory.extra_vars import parse_extra_vars
 from provision.playbook.loader import load_playbook, load_task_file
 from provision.playbook.model import Play, Role
 from provision.playbook.templating import Renderer, TemplateError, make_environment
+from provision.runner.results import Status
 from provision.runner.runner import RunConfig, Runner, host_variables
 from provision.secrets import REDACTOR
 from provision.vllm.argv import FlagError, serve_arguments
@@ -111,7 +112,14 @@ def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
     _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {}, lock=True)
-    human_console(args, console).print(recap_table(result))
+    human = human_console(args, console)
+    human.print(recap_table(result))
+    rolled_back = [name for name, host in result.hosts.items() if host.count(Status.CHANGED)]
+    if rolled_back:
+        # the inventory still asks for the release rolled back from: `up` converges to the inventory
+        human.print(f"{', '.join(rolled_back)}: rolled back; the inventory still asks for the release rolled back "
+                    "from, so the next `provision up` deploys it again. To stay on this one, set the inventory "
+                    "to it (vllm_image, the flags) before the next `up`.", highlight=False, markup=False)
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

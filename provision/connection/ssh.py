@@ -12,7 +12,8 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
@@ -167,10 +168,11 @@ class SSHConnection:
     ) -> RunResult:
         """Run a bash script on the host; the script (and payload) go on stdin, not argv."""
         self.round_trips += 1
-        channel, early_stderr = self._open_shell(sudo)
-        channel.sendall(wrap_script(script, data, env).encode())
-        channel.shutdown_write()
-        return _collect(channel, timeout or self._command_timeout_s, on_output, early_stderr)
+        with self._lost_connection():
+            channel, early_stderr = self._open_shell(sudo)
+            channel.sendall(wrap_script(script, data, env).encode())
+            channel.shutdown_write()
+            return _collect(channel, timeout or self._command_timeout_s, on_output, early_stderr)
 
     def run_command(self, command: Command, check: bool = True) -> RunResult:
         return checked(self, command, check)
@@ -179,8 +181,9 @@ class SSHConnection:
         """Start a long-running script on its own channel (as run does) and return its stdout lines as
         they come; closing the stream closes the channel: the script reads end of file on stdin at
         once, and its next write fails (EPIPE)."""
-        channel, _ = self._open_shell(sudo)
-        channel.sendall(wrap_script(script, None, env, keep_stdin=True).encode())
+        with self._lost_connection():
+            channel, _ = self._open_shell(sudo)
+            channel.sendall(wrap_script(script, None, env, keep_stdin=True).encode())
         return LineStream(channel.makefile("r"), channel.close)
 
     def _open_shell(self, sudo: bool) -> tuple[paramiko.Channel, bytes]:
@@ -205,16 +208,33 @@ class SSHConnection:
         """Append `local` from byte `offset` to `remote` (SFTP, as the login user), calling `advance`
         with each chunk's size: a copy cut off resumes where the remote file ends."""
         self.round_trips += 1
-        sftp = self._fabric.client.open_sftp()
+        with self._lost_connection():
+            sftp = self._fabric.client.open_sftp()
+            try:
+                with local.open("rb") as source, sftp.open(remote, "ab") as target:
+                    target.set_pipelined(True)
+                    source.seek(offset)
+                    while chunk := source.read(UPLOAD_CHUNK):
+                        target.write(chunk)
+                        advance(len(chunk))
+            finally:
+                sftp.close()
+
+    @contextmanager
+    def _lost_connection(self) -> Iterator[None]:
+        """A connection that died under a call (the silence watchdog closed it, or the host reset it)
+        is HostUnreachable, not the error paramiko happened to raise: a channel asked of a silent host
+        waits for its answer until the transport closes, then raises the transport thread's saved
+        EOFError, with no message (paramiko transport.py, Transport.open_channel: `e =
+        self.get_exception(); raise e`; seen as `internal error: EOFError:` on a host frozen mid-run)."""
         try:
-            with local.open("rb") as source, sftp.open(remote, "ab") as target:
-                target.set_pipelined(True)
-                source.seek(offset)
-                while chunk := source.read(UPLOAD_CHUNK):
-                    target.write(chunk)
-                    advance(len(chunk))
-        finally:
-            sftp.close()
+            yield
+        except (EOFError, OSError, paramiko.SSHException) as error:
+            transport = self._fabric.client.get_transport()
+            if isinstance(error, EOFError) or transport is None or not transport.is_active():
+                raise HostUnreachable(f"{self.host_name}: the connection was lost "
+                                      f"({type(error).__name__}{': ' + str(error) if str(error) else ''})") from error
+            raise
 
     def close(self) -> None:
         self._fabric.close()

@@ -27,6 +27,7 @@ OPERATION_MODULES: dict[str, str] = {
     "directory": "provision.ops.directory",
     "docker_image": "provision.ops.docker_image",
     "docker_load": "provision.ops.docker_load",
+    "dpkg_lock_wait": "provision.ops.dpkg_lock_wait",
     "fail": "provision.ops.fail",
     "file": "provision.ops.file",
     "generated_secret": "provision.ops.generated_secret",

@@ -25,7 +25,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
-from provision.ops.dpkg_lock import dpkg_lock_script
+from provision.ops.dpkg_lock import dpkg_lock_script, lock_wait_progress
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import run_streaming
 from provision.shell import Command, parse_fields, parse_records, quote
@@ -366,11 +366,8 @@ class AptOperation(Operation):
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         def on_line(line: str) -> None:
-            key, _, value = line.partition("=")
-            if key == "dpkg_lock":
-                waited, _, holder = value.partition("\t")
-                pid, _, command = holder.partition("\t")
-                ctx.progress(f"waiting for the dpkg lock held by process {pid} ({command.strip()}) for {waited} s")
+            if (waiting := lock_wait_progress(line)) is not None:
+                ctx.progress(waiting)
 
         last = None
         for command in plan.commands:

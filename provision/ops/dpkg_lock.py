@@ -1,5 +1,6 @@
 """The one rule for "who holds the dpkg lock, and wait for it" (dpkg_lock.sh): the apt operation runs
-it before apt-get, and the preflight role's task through the template function `dpkg_lock_script`."""
+it before apt-get, and the preflight role through the `dpkg_lock_wait` operation; both show the
+wait's lines as progress (`lock_wait_progress`)."""
 
 from __future__ import annotations
 
@@ -9,3 +10,14 @@ from importlib import resources
 def dpkg_lock_script() -> str:
     """dpkg_lock.sh's text (kept light: templates import this when an environment is made)."""
     return resources.files("provision.ops").joinpath("dpkg_lock.sh").read_text(encoding="utf-8")
+
+
+def lock_wait_progress(line: str) -> str | None:
+    """wait_dpkg_lock's `dpkg_lock=SECONDS<TAB>PID<TAB>COMMAND` line as the progress a user reads, or
+    None for any other line."""
+    key, _, value = line.partition("=")
+    if key != "dpkg_lock":
+        return None
+    waited, _, holder = value.partition("\t")
+    pid, _, command = holder.partition("\t")
+    return f"waiting for the dpkg lock held by process {pid} ({command.strip()}) for {waited} s"

@@ -85,7 +85,8 @@ class RebootOperation(Operation):
         started = self.clock()
 
         def back_from_new_boot() -> str:
-            elapsed = self.clock() - started
+            # the last try may start a back-off past the timeout: the bar stops full, not at 106%
+            elapsed = min(self.clock() - started, args.timeout)
             ctx.progress(f"waiting for the reboot{f' ({args.reason})' if args.reason else ''}", elapsed, args.timeout)
             try:
                 conn = ctx.reconnect()

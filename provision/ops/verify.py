@@ -6,8 +6,9 @@ command printed (so it doubles as a report: "NVIDIA GeForce RTX 5090 Laptop GPU,
 A failing check fails the host with `msg` followed by the command's output, except that with
 `defer: true` (the default) the verdict waits for the run: earlier tasks of the same run may create
 what is checked (a driver, a restarted daemon), so in check mode a failing check is reported as
-"would verify" and in a run it is checked again, then passes or fails. `defer: false` fails at
-once, in check mode too: for preflight checks of what no task changes (free disk).
+"not checked" (not run: the runner's rule for any plan whose steps are a check) and in a run it
+is checked again, then passes or fails. `defer: false` fails at once, in check mode too: for
+preflight checks of what no task changes (free disk).
 Keep `cmd` quick and free of side effects: it runs inside the probe that every task shares.
 """
 

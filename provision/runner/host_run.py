@@ -198,6 +198,7 @@ class PlayOnHost:
         if not interrupt.STOP.is_set():
             return False
         where = f"{task.role + ': ' if task.role else ''}{task.name}"
+        self.result.interrupted = True
         self.result.error = f"interrupted (Ctrl-C) before task {where!r}; nothing of it ran, a rerun goes on from here"
         return True
 
@@ -352,7 +353,10 @@ class PlayOnHost:
             self.notified.extend(n for n in task.notify if n not in self.notified)
         self.register(task, self.registered_value(plan, applied, changed))
         summary = applied.summary if applied and applied.summary else plan.summary
-        return TaskResult(task.name, task.role, Status.CHANGED if changed else Status.OK, summary=REDACTOR(summary),
+        status = Status.CHANGED if changed else Status.OK
+        if self.options.check and plan.steps and not changed:
+            status = Status.NOT_CHECKED  # its steps are the check (a verify deferred, a wait): not run
+        return TaskResult(task.name, task.role, status, summary=REDACTOR(summary),
                           diff=REDACTOR(plan.diff) if self.options.diff else "",
                           report=op.reports, data=_plain_data(_reported(plan, applied)) if op.reports else {},
                           reveal=applied.reveal if applied else "")

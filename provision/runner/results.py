@@ -17,6 +17,7 @@ class Status(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     UNREACHABLE = "unreachable"
+    NOT_CHECKED = "not checked"  # check mode: a check or wait that only a run does (not verified, not ok)
 
 
 @dataclass
@@ -43,6 +44,7 @@ class HostResult:
     host: str
     tasks: list[TaskResult] = field(default_factory=list)
     unreachable: bool = False
+    interrupted: bool = False  # Ctrl-C stopped it before a task: not a failure of the host
     error: str | None = None
     elapsed: float = 0.0
     round_trips: int = 0
@@ -60,6 +62,7 @@ class HostResult:
             "changed": self.count(Status.CHANGED),
             "failed": self.count(Status.FAILED),
             "skipped": self.count(Status.SKIPPED),
+            "not_checked": self.count(Status.NOT_CHECKED),
             "unreachable": 1 if self.unreachable else 0,
         }
 
@@ -82,6 +85,7 @@ class RunResult:
             "hosts": {
                 name: {
                     **host.counts(),
+                    "interrupted": host.interrupted,
                     "elapsed": round(host.elapsed, 3),
                     "round_trips": host.round_trips,
                     "error": host.error,

@@ -21,6 +21,7 @@ import base64
 import binascii
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -37,6 +38,8 @@ from provision.errors import ProvisionError
 from provision.shell import parse_fields
 
 LOCK_DIR = "/var/lib/provision"
+# the unit of an upgrade guard (provision/vllm/guard.py) as its holder record names it
+GUARD_UNIT = re.compile(r"^provision-guard-[A-Za-z0-9_.@-]+$")
 ANSWER_TIMEOUT_S = 30.0
 POLL_S = 2.0
 
@@ -133,12 +136,14 @@ class RunLock:
         self._answered = threading.Event()
         self._failure: Exception | None = None
         self._closed = False
+        self._stopped_guard = False
 
-    def start(self, conn: Connection, break_pid: int | None = None) -> None:
+    def start(self, conn: Connection, break_pid: int | None = None, stop_guard: str = "") -> None:
         """Ask for the lock on `conn` without waiting, not even for its channel to open (the facts probe
         goes out meanwhile); read the answer with `confirm`."""
         holder = json.dumps(self.me)[:-1]
-        env = {"LOCK_DIR": self.lock_dir, "HOLDER": holder, "GRACE_S": "2", "BREAK_PID": str(break_pid or "")}
+        env = {"LOCK_DIR": self.lock_dir, "HOLDER": holder, "GRACE_S": "2", "BREAK_PID": str(break_pid or ""),
+               "STOP_GUARD": stop_guard}
         self._answer, self._answered, self._failure = [], threading.Event(), None
         self.silent_for = None
         self.last_beat = time.monotonic()
@@ -204,6 +209,15 @@ class RunLock:
             if provably_gone(holder, self.me["controller_host"], local_process_alive) and holder.get("lock_pid"):
                 self.progress(f"the run lock was held by {describe_holder(holder)}, which is gone: taking it over")
                 self.start(conn, break_pid=int(holder["lock_pid"]))
+                continue
+            guard = str(holder.get("guard_unit") or "")
+            if GUARD_UNIT.match(guard) and not self._stopped_guard:
+                # the upgrade guard of a run that was cut off: this run redoes (or undoes) the upgrade
+                # itself, at once, instead of being refused while the guard waits for the release
+                self._stopped_guard = True
+                self.progress(f"the run lock was held by {describe_holder(holder)}: taking over from it "
+                              "(this run checks the release and finishes or undoes the upgrade)")
+                self.start(conn, stop_guard=guard)
                 continue
             waited = self.wait_s - (deadline - time.monotonic())
             if time.monotonic() >= deadline:

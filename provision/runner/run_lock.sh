@@ -6,7 +6,8 @@
 # shell. A holder can only outlive its controller while the network is silent; then a run from the
 # same controller machine may end it once it has proved the holder's controller process gone.
 # Env: LOCK_DIR, HOLDER (this run, one JSON object without its closing brace), GRACE_S (how long a
-# held lock is waited for before answering "held"), BREAK_PID (a holder shell proven orphaned).
+# held lock is waited for before answering "held"), BREAK_PID (a holder shell proven orphaned),
+# STOP_GUARD (an upgrade guard's unit holding the lock: this run takes over from it, vllm/guard.sh).
 set -euo pipefail
 # (builtins where they do: this runs on every host at the start of every run)
 [ -d "$LOCK_DIR" ] || mkdir -p -- "$LOCK_DIR"
@@ -17,6 +18,9 @@ if ! flock -w "${GRACE_S:-2}" 9; then
   if [ -n "${BREAK_PID:-}" ] && grep -q "\"lock_pid\": ${BREAK_PID}}" "$holder" 2>/dev/null; then
     kill -- "$BREAK_PID" 2>/dev/null || true
     flock -w 10 9 || { echo "lock=held"; echo "holder=$(base64 -w0 < "$holder" 2>/dev/null || true)"; exit 0; }
+  elif [ -n "${STOP_GUARD:-}" ] && grep -qF "\"guard_unit\": \"${STOP_GUARD}\"" "$holder" 2>/dev/null; then
+    systemctl stop -- "$STOP_GUARD" 2>/dev/null || true
+    flock -w 30 9 || { echo "lock=held"; echo "holder=$(base64 -w0 < "$holder" 2>/dev/null || true)"; exit 0; }
   else
     echo "lock=held"
     echo "holder=$(base64 -w0 < "$holder" 2>/dev/null || true)"

@@ -30,6 +30,7 @@ GUARD_GRACE_S = 300  # beyond readiness and smoke: how long a silent controller 
 # filled in by guard.sh (sanitised): how the kept release was judged, why the new one was not kept
 HOW_KEPT = "@GUARD_HOW@"
 WHY_RESTORED = "@GUARD_WHY@"
+DID = "@GUARD_DID@"  # restored, or left serving (the swap had not stopped the previous release)
 
 
 def guard_script() -> str:
@@ -58,7 +59,7 @@ class UpgradeGuard:
                       note=f"the last run was cut off during the upgrade to {describe_entry(release.entry())}; "
                            f"the host's upgrade guard kept it ({HOW_KEPT})")
         reason = ("the run was cut off during the upgrade (controller killed or disconnected); the host's "
-                  f"upgrade guard restored {describe_entry(current)} ({WHY_RESTORED})")
+                  f"upgrade guard {DID} {describe_entry(current)} ({WHY_RESTORED})")
         restored = Record(current=current, previous=record.previous,
                           last_failed={**release.entry(), "reason": reason}, note=reason)
         return kept, restored
@@ -78,6 +79,7 @@ class UpgradeGuard:
             "UNIT_PATH": self.layout.unit_path, "NEW_UNIT_SHA": sha256_text(release.unit_text),
             "HEALTH_URL": self.endpoint.url("/health"), "READY_TIMEOUT": str(int(self.ready_timeout)),
             "GIVE_UP_S": str(int(self.ready_timeout + self.smoke_timeout + GUARD_GRACE_S)),
+            "NEW_DIR": self.layout.release_dir(release.id), "GUARD_UNIT": self.unit,
             "PREVIOUS_DIR": self.layout.release_dir(str(current["id"])), "ENV_PATH": self.layout.env_file,
             "KEY_PATH": self.layout.key_file, "SMOKE_VISION": "1" if self.vision else "",
         }

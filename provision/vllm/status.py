@@ -32,7 +32,7 @@ def status_script(layout: Layout, endpoint: Endpoint) -> str:
     return f"""{endpoint.auth_prelude()}
 echo '@@status unit'
 systemctl show -p ActiveState -p SubState -p ActiveEnterTimestampMonotonic -p UnitFileState -- {quote(layout.unit)}
-echo "NowMonotonic=$(awk '{{printf "%d", $1 * 1000000}}' /proc/uptime)"
+echo "NowUptime=$(cut -d' ' -f1 /proc/uptime)"
 echo '@@status record'
 cat {quote(layout.record_path)} 2>/dev/null
 echo '@@status live'
@@ -91,9 +91,9 @@ def parse_status(output: str) -> ServiceStatus:
     status = ServiceStatus()
     unit = dict(line.split("=", 1) for line in parts.get("unit", "").splitlines() if "=" in line)
     status.state = f"{unit.get('ActiveState', 'unknown')} ({unit.get('SubState', '?')})"
-    entered, now = unit.get("ActiveEnterTimestampMonotonic", "0"), unit.get("NowMonotonic", "0")
-    if unit.get("ActiveState") == "active" and entered.isdigit() and now.isdigit() and int(entered) > 0:
-        status.uptime_s = max(0.0, (int(now) - int(entered)) / 1e6)
+    entered, now = unit.get("ActiveEnterTimestampMonotonic", "0"), _seconds(unit.get("NowUptime", ""))
+    if unit.get("ActiveState") == "active" and entered.isdigit() and now is not None and int(entered) > 0:
+        status.uptime_s = max(0.0, now - int(entered) / 1e6)
     code = parts.get("health", "").strip()
     status.health = "ok" if code == "200" else (f"HTTP {code}" if code and code != "000" else "down")
     live = dict(line.split("=", 1) for line in parts.get("live", "").splitlines() if "=" in line)
@@ -119,6 +119,15 @@ def parse_status(output: str) -> ServiceStatus:
     if "end" not in parts:
         status.problems.append("the status script did not finish")
     return status
+
+
+def _seconds(text: str) -> float | None:
+    """/proc/uptime's seconds (`3000.55`), kept a decimal string on the host: mawk, Debian's default
+    awk, caps `printf "%d"` at 2^31-1, which as microseconds is 35.8 minutes of uptime."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def resolve_auto(wanted: list[str], deployed: list[str]) -> list[str]:

@@ -31,3 +31,17 @@ def test_nothing_for_a_run_without_the_serving_role_or_a_failed_host():
     inventory = load_inventory(REPO / "inventory" / "host.yaml")
     assert endpoint_lines(load_playbook(SITE), SITE, inventory, result(role="docker"), {}) == []
     assert endpoint_lines(load_playbook(SITE), SITE, inventory, result(status=Status.FAILED), {}) == []
+
+
+def test_a_host_behind_a_forwarded_ssh_port_gets_the_tunnel_to_its_endpoint(tmp_path):
+    """The lab's laptop (127.0.0.1, SSH forwarded from port 2201, nothing else): before, `up` printed
+    http://127.0.0.1:8000/v1, where nothing answers, and nothing said how to reach it."""
+    path = tmp_path / "laptop.yaml"
+    path.write_text("name: workhorse\naddress: 127.0.0.1\nport: 2201\nuser: root\nkey: id_lab\n")
+    inventory = load_inventory(path)
+    [line] = endpoint_lines(load_playbook(SITE), SITE, inventory, result(), {})
+    assert f"`ssh -N -L 8000:127.0.0.1:8000 -p 2201 -i '{tmp_path / 'id_lab'}' 'root@127.0.0.1'`" in line, line
+    assert line.endswith("then use http://127.0.0.1:8000/v1")
+    plain = load_inventory(REPO / "inventory" / "host.yaml")
+    [line] = endpoint_lines(load_playbook(SITE), SITE, plain, result(), {})
+    assert "ssh -N" not in line, "a host on the LAN answers at its own address"

@@ -129,8 +129,28 @@ def test_status_shows_health_release_and_drift(tmp_path, capsys, monkeypatch) ->
         row = json.loads(out)["here"]
         assert code == 0, out
         assert row["health"] == "ok" and row["flags"] == "in sync" and row["weights_commit"].startswith("c0ffee")
+        assert row["serving"] is True
         assert row["running"] == 0 and row["kv_cache_percent"] is not None
         code, out, _ = run(capsys, "status", str(inventory), "-e", "max_num_seqs=3")
+        assert code == 0, out
     finally:
         stop(process)
-    assert "STATUS" in out and "DRIFT: --max-num-seqs" in out and "≠ 3" in out and "sha256:dddddddddddd" in out
+    assert "DRIFT: --max-num-seqs" in out and "≠ 3" in out and "sha256:dddddddddddd" in out
+    # the endpoint gone: status says so and exits 1 (as `systemctl is-active`), so a monitor can use it
+    code, out, _ = run(capsys, "status", str(inventory))
+    assert code == 1, out
+    assert "here: NOT SERVING | service " in out and "| health down |" in out
+
+
+def test_status_without_a_terminal_prints_one_plain_line_per_host(tmp_path, capsys, monkeypatch) -> None:
+    """Before: piped or in CI, status printed rich's 80-column table, every cell wrapped over lines."""
+    monkeypatch.setenv("COLUMNS", "80")
+    process = start_profile_standin()
+    try:
+        code, out, _ = run(capsys, "status", str(host_file(tmp_path, process.port)))
+    finally:
+        stop(process)
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if line.startswith("here: "))
+    assert line.startswith("here: serving | service ") and "| health ok |" in line and "| flags not deployed |" in line
+    assert "┃" not in out and "│" not in out, "no table drawn for a pipe"

@@ -75,6 +75,19 @@ def test_rollback_without_a_previous_release_touches_nothing(tmp_path: Path,
     assert not (tmp_path / "state").exists()
 
 
+def test_a_rollback_says_the_next_up_applies_the_inventory_again(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Before: the recap alone; a user who rolled back a bad upgrade got it back at the next `up`."""
+    import provision.cli.serving as serving
+    from provision.runner.results import HostResult, RunResult, Status, TaskResult
+
+    rolled = HostResult("here", tasks=[TaskResult("vLLM rolled back to the previous release", "vllm", Status.CHANGED)])
+    monkeypatch.setattr(serving, "run_task_file", lambda *_, **__: (None, RunResult({"here": rolled})))
+    code, output = run(capsys, "rollback", str(host_file(tmp_path, 9)))
+    assert code == 0
+    assert "here: rolled back; the inventory still asks for the release rolled back from, so the next " \
+           "`provision up` deploys it again" in " ".join(output.split())
+
+
 def test_render_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, output = run(capsys, "render", str(REPO_ROOT / "inventory" / "office.yaml"), "--limit", "reception",
                        "--json")

@@ -55,3 +55,35 @@ def test_the_shipped_local_inventory_runs_here_without_ssh(capsys):
     assert main(["facts", str(local), "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)["localhost"]
     assert facts["os"]["id"] and facts["kernel"]
+
+
+OFFICE = """\
+all:
+  hosts:
+    desk-1: {ansible_host: 192.0.2.10}
+  children:
+    office_cache:
+      hosts:
+        cache-1: {ansible_host: 192.0.2.50}
+"""
+
+
+def test_a_template_shows_what_it_evaluates_to_and_a_facts_one_says_so(capsys, tmp_path, monkeypatch):
+    """Before: 28 of 143 values printed as raw templates (`{{ hostvars[office_cache_host].address ...`)."""
+    inventory = tmp_path / "office.yaml"
+    inventory.write_text(OFFICE)
+    assert main(["vars", str(inventory), "--json", "--host", "desk-1", "-e", "hf_endpoint=https://hub.example"]) == 0
+    rows = json.loads(capsys.readouterr().out)["desk-1"]
+    assert rows["office_cache_address"]["value"] == "192.0.2.50"
+    assert rows["office_cache_hf_upstream"]["value"] == "https://hub.example"
+    assert rows["office_cache_address"]["template"].startswith("{{ hostvars[office_cache_host].address")
+    assert rows["bundle_weights_here"]["value"] is False, "a single expression keeps its type, as in a run"
+    # through another variable too: container_gpu_request reads container_toolkit_uses_cdi, which reads facts
+    assert rows["docker_repo_url"]["needs_facts"] == ["os"] and rows["docker_repo_url"]["value"] is None
+    assert rows["container_gpu_request"]["needs_facts"] == ["docker_version"]
+    assert not [name for name, row in rows.items() if "{{" in json.dumps(row["value"])], "a raw template shown"
+    monkeypatch.setenv("COLUMNS", "300")
+    assert main(["vars", str(inventory), "--host", "desk-1"]) == 0
+    table = capsys.readouterr().out
+    assert "(set from facts.os when a run reads the host)" in table and "192.0.2.50" in table
+

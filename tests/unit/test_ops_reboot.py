@@ -75,6 +75,16 @@ def test_host_that_never_comes_back_is_unreachable_with_time_waited(op) -> None:
     assert "disk passphrase" in str(raised.value) and "run `provision up` again" in str(raised.value)
 
 
+def test_the_reboot_wait_never_shows_past_100_percent(op) -> None:
+    """Before: the last try starts after a back-off past the timeout, shown as 106% (seen), here 146%."""
+    progress: list[tuple] = []
+    reconnect = reconnects(*[ConnectionRefusedError("refused")] * 200)
+    with pytest.raises(HostUnreachable):
+        op.apply(context(ScriptedConnection([BEFORE]), reconnect, progress), plan("reboot", "", timeout=30))
+    assert progress and all(completed <= total for _, completed, total in progress), progress
+    assert progress[-1][1] == 30
+
+
 def test_changed_host_key_is_not_retried(op) -> None:
     reconnect = reconnects(HostKeyRefused("changed key"))
     with pytest.raises(HostKeyRefused):

@@ -46,6 +46,7 @@ SAMPLES = {
     "systemd": {"name": "surely-not-a-unit.service", "state": "started"},
     "verify": {"cmd": "test -e /nonexistent"},
     "wait_for": {"port": 1},
+    "dpkg_lock_wait": {"timeout": 5},
 }
 
 

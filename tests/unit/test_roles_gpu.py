@@ -123,9 +123,34 @@ def test_waits_run_only_when_there_is_something_to_wait_for() -> None:
     idle = render_tasks(facts(FRESH_DEBIAN))
     assert idle["the dpkg lock is free"].skipped and idle["cloud-init has finished"].skipped
     busy = render_tasks(facts(FRESH_DEBIAN, dpkg_locked=True, cloud_init=True), preflight_dpkg_lock_timeout=30)
-    assert busy["the dpkg lock is free"].active and busy["the dpkg lock is free"].args.timeout == 90
+    assert busy["the dpkg lock is free"].active and busy["the dpkg lock is free"].args.timeout == 30
     assert "cloud-init status --wait" in busy["cloud-init has finished"].args.cmd
-    assert busy["the dpkg lock is free"].task.changed_when is False
+
+
+def test_preflight_shows_who_holds_the_dpkg_lock_while_it_waits(tmp_path, monkeypatch) -> None:
+    """Before: the preflight wait sent the lock's lines to /dev/null: 45 s with nothing on screen at the
+    start of a run (the apt operation's own wait, mid-run, did name the holder)."""
+    import subprocess
+    import sys
+
+    from provision.ops import REGISTRY
+    from tests.unit.ops_support import LocalTestConnection, context
+    from tests.unit.test_ops_apt import HOLDER
+
+    lock = tmp_path / "lock-frontend"
+    monkeypatch.setenv("DPKG_LOCK_FILES", str(lock))  # dpkg_lock.sh's list of lock files, for a test
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "6"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    task = render_tasks(facts(FRESH_DEBIAN, dpkg_locked=True), preflight_dpkg_lock_timeout=30)["the dpkg lock is free"]
+    operation = REGISTRY[task.task.op]
+    planned = operation.plan(task.args, facts(FRESH_DEBIAN), None)
+    progress: list[tuple[object, ...]] = []
+    done = operation.apply(context(LocalTestConnection(), progress=progress), planned)
+    holder.wait()
+    assert not done.changed and "the dpkg lock is free" in done.stdout
+    assert progress, "the wait showed nothing"
+    assert progress[0][0].startswith(f"waiting for the dpkg lock held by process {holder.pid} (")
+    assert "import fcntl" in progress[0][0]
 
 
 def test_debian_gets_the_compute_only_open_driver_of_the_branch_pinned_and_held() -> None:

@@ -110,3 +110,33 @@ def test_a_silent_host_is_cut_off_after_the_silence_timeout():
     run_lock.confirm(host)
     assert host.closed.wait(6), "the watchdog never closed the silent connection"
     assert run_lock.silent_for is not None and run_lock.silent_for >= 1.5
+
+
+def test_a_run_takes_over_from_an_upgrade_guard_holding_the_lock(tmp_path: Path, monkeypatch):
+    """Before: the upgrade guard of a run that was cut off held the run lock for its whole wait (up to
+    the ready timeout), and every `up` meanwhile was refused. Now the run stops the guard's unit (here
+    a systemctl stand-in that ends the guard's shell, as systemd would) and takes the lock."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(f'#!/bin/bash\necho "$*" >> {tmp_path}/calls\n'
+                                       f'[ "$1" = stop ] && kill "$(cat {tmp_path}/guard.pid)"\nexit 0\n')
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    (tmp_path / "run.holder.json").write_text(  # as guard.sh writes it
+        '{"controller_host": "laptop (upgrade guard)", "controller_pid": 1, "started": "2026-12-02T15:00:00Z", '
+        '"command": "upgrade guard of vllm.service", "guard_unit": "provision-guard-vllm"}\n')
+    guard = subprocess.Popen(["bash", "-c", f"exec 9>>{tmp_path}/run.lock; flock 9; echo $$ > {tmp_path}/guard.pid; "
+                                            "echo held; exec sleep 120"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert guard.stdout.readline().strip() == "held"
+        said: list[str] = []
+        run_lock, conn = lock(tmp_path, progress=said.append)
+        started = time.monotonic()
+        run_lock.confirm(conn)
+        run_lock.release()
+        assert time.monotonic() - started < 10
+        assert (tmp_path / "calls").read_text().splitlines() == ["stop -- provision-guard-vllm"]
+        assert any("upgrade guard of vllm.service" in text and "taking over from it" in text for text in said), said
+    finally:
+        guard.kill()
+        guard.wait()

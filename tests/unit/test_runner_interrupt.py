@@ -105,3 +105,31 @@ def test_a_second_ctrl_c_exits_at_once():
     # well under the 60 s it would sleep (a loaded CI machine takes seconds to start Python)
     assert "not reached" not in done.stdout and time.monotonic() - started < 30
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_after_ctrl_c_the_host_line_and_the_recap_say_the_same(project: Path):
+    """Before: the host line said `failed` while the recap counted 0 failed (the host stopped before a
+    task, it did not fail one); now both say `interrupted`, and so does the --json document."""
+    import io
+
+    from rich.console import Console
+
+    from provision.cli.output import ConsoleReporter, recap_table
+
+    inventory = load_inventory(project / "inventory.yaml")
+    plays = load_playbook(project / "playbooks/site.yaml")
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    interrupt.STOP.clear()
+    threading.Timer(0.7, interrupt.STOP.set).start()
+    try:
+        with ConsoleReporter(console) as reporter:
+            result = Runner(inventory, RunConfig(lock=False), reporter).run(plays)
+    finally:
+        interrupt.STOP.clear()
+    console.print(recap_table(result))
+    text = out.getvalue()
+    assert "here | interrupted | interrupted (Ctrl-C) before task 'steps: a wait'" in text, text
+    recap = next(line for line in text.splitlines() if "here (interrupted)" in line)
+    assert recap.split("│")[4].strip() == "0", "the recap counts no failed task"
+    assert result.document()["hosts"]["here"]["interrupted"] is True

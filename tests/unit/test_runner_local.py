@@ -185,7 +185,8 @@ def test_a_check_that_waits_for_the_run_applies_without_a_change_and_reports_wha
         return next(t for t in host["tasks"] if t["name"] == "the marker says")
 
     predicted = run(project, check=True)
-    assert check_task(predicted)["status"] == "ok"
+    # before: "ok", for a check that was not run (a container sees the GPU: ok, on a host with no docker)
+    assert check_task(predicted)["status"] == "not checked" and predicted["not_checked"] == 1
     assert check_task(predicted)["summary"].startswith("checked again in the run; not true yet")
     applied = run(project)
     assert changed_tasks(predicted) == changed_tasks(applied)
@@ -203,3 +204,63 @@ def test_a_reporting_tasks_nested_result_reaches_the_document():
                                                         "vision": None}, "raw": object(), "items": [1, object()]})
     assert data == {"ready_seconds": 0.0, "smoke": {"text": {"ok": True, "answer": "uses ***"}, "vision": None},
                     "items": [1]}
+
+
+def test_check_mode_says_not_checked_on_the_line_and_in_the_recap(project: Path):
+    import io
+
+    from rich.console import Console
+
+    from provision.cli.output import ConsoleReporter, recap_table
+
+    write(project / "roles/extra/tasks.yaml", """
+        - name: a container sees the GPU
+          verify: {cmd: "docker run --rm nvidia-smi-nowhere-{{ target | length }} >/dev/null 2>&1"}
+    """)
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    inventory = load_inventory(project / "inventory.yaml")
+    config = RunConfig(options=RunOptions(check=True, handlers_dir=str(project / "handlers")), lock=False)
+    with ConsoleReporter(console, check=True) as reporter:
+        result = Runner(inventory, config, reporter).run(load_playbook(project / "playbooks/site.yaml"))
+    console.print(recap_table(result))
+    text = out.getvalue()
+    assert "here | not checked (check mode) | extra: a container sees the GPU" in text, text
+    assert "here | ok | extra: a container sees the GPU" not in text
+    header = next(line for line in text.splitlines() if "not checked" in line and "host" in line)
+    row = next(line for line in text.splitlines() if line.startswith("│ here"))
+    cells = dict(zip([c.strip() for c in header.split("┃")], [c.strip() for c in row.split("│")], strict=False))
+    assert cells["not checked"] == "1" and cells["ok"] != ""
+
+
+def test_the_live_view_says_running_through_the_second_play(project: Path):
+    """Before: the state column kept the first play's `done` for the whole second play."""
+    import io
+
+    from rich.console import Console
+
+    from provision.cli.output import ConsoleReporter
+
+    write(project / "playbooks/site.yaml", """
+        - name: first
+          hosts: all
+          roles: [files]
+        - name: second
+          hosts: all
+          roles: [extra]
+    """)
+    states: dict[str, str] = {}
+
+    class Watching(ConsoleReporter):
+        def task_started(self, host: str, task: str) -> None:
+            super().task_started(host, task)
+            states[task] = self.lines[host].state
+
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    inventory = load_inventory(project / "inventory.yaml")
+    config = RunConfig(options=RunOptions(handlers_dir=str(project / "handlers")), lock=False)
+    with Watching(console) as reporter:
+        result = Runner(inventory, config, reporter).run(load_playbook(project / "playbooks/site.yaml"))
+    assert result.ok
+    assert states["folder"] == "running" and states["marker"] == "running", states
+    assert reporter.lines["here"].state == "done"

@@ -1,4 +1,7 @@
+import shutil
 import subprocess
+
+import pytest
 
 from provision.cli.fleet import memory_lines
 from provision.vllm.endpoint import Endpoint
@@ -19,7 +22,7 @@ ActiveState=active
 SubState=running
 ActiveEnterTimestampMonotonic=1000000000
 UnitFileState=enabled
-NowMonotonic=1600000000
+NowUptime=1600.00
 @@status record
 {"version": 1, "current": {"id": "abc", "image": "vllm/vllm-openai:v0.21.0-cu129", "flags_fingerprint": "f1"}}
 @@status health
@@ -93,6 +96,28 @@ def test_script_is_valid_bash():
     script = status_script(Layout("vllm", "/etc/provision/vllm/vllm.env", "/var/lib/provision/vllm"),
                            Endpoint("vllm", 8000, "/etc/provision/vllm/vllm.env", "m"))
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_uptime_past_36_minutes_read_with_mawk(tmp_path):
+    """Before: the host's clock went through awk's printf "%d", which mawk (Debian's and Ubuntu's
+    default awk) caps at 2147483647: every service up more than ~36 minutes showed `0m 0s`. The
+    script's clock line runs here under bash with the real mawk as `awk`."""
+    mawk = shutil.which("mawk")
+    if mawk is None:
+        pytest.skip("mawk is not installed (apt-get install mawk)")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/awk").symlink_to(mawk)
+    (tmp_path / "uptime").write_text("90061.37 170000.10\n")  # 1 day, 1 h, 1 min up
+    script = status_script(Layout("vllm", "/etc/provision/vllm/vllm.env", "/var/lib/provision/vllm"),
+                           Endpoint("vllm", 8000, "/etc/provision/vllm/vllm.env", "m"))
+    clock = "\n".join(line.replace("/proc/uptime", str(tmp_path / "uptime"))
+                      for line in script.splitlines() if "/proc/uptime" in line)
+    done = subprocess.run(["bash", "-c", clock], capture_output=True, text=True, check=True,
+                          env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"})
+    started_s = 3600  # the unit became active an hour after boot
+    status = parse_status(f"@@status unit\nActiveState=active\nSubState=running\n"
+                          f"ActiveEnterTimestampMonotonic={started_s * 1_000_000}\n{done.stdout}@@status end\n")
+    assert status.uptime_s == pytest.approx(90061.37 - started_s)
 
 
 def test_auto_in_the_inventory_matches_the_number_it_was_deployed_with():
