@@ -32,6 +32,7 @@ import threading
 from pathlib import Path
 
 KEY_BYTES = 32
+FORMAT = "hmac-sha256 1"  # part of every key (version_of): entries of an older format are never looked up
 MAC_BYTES = hashlib.sha256().digest_size
 
 _lock = threading.Lock()
@@ -50,8 +51,11 @@ def folder(name: str) -> Path:
 
 def key_path() -> Path:
     """The file of the key that authenticates this user's cache entries."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "provision" / "cache.key"
+    return Path(_config_home()) / "provision" / "cache.key"
+
+
+def _config_home() -> str:
+    return os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
 
 
 def read(path: Path) -> bytes | None:
@@ -92,7 +96,7 @@ def version_of(*parts: str, sources: tuple[Path, ...] = ()) -> str:
     """A key part naming what produced a cached file: the interpreter, `parts` (library versions) and
     the text of our `sources` that decide the result (provision's version where they are not readable:
     an install without its .py files)."""
-    texts = [sys.implementation.cache_tag or sys.version, *parts]
+    texts = [FORMAT, sys.implementation.cache_tag or sys.version, *parts]
     for source in sources:
         try:
             texts.append(source.read_text(encoding="utf-8"))
@@ -128,10 +132,9 @@ def _unsafe_folder(path: Path) -> str | None:
     home folder or /, owned by the user or root and not group- or world-writable. Two differences:
     the cache folder itself must be the user's, and a folder above it may be world-writable if it is
     sticky (/tmp: there only an entry's owner can rename or remove it, so it cannot be swapped)."""
+    if str(path) in _trusted_folders:
+        return None
     real = os.path.realpath(path)
-    with _lock:
-        if real in _trusted_folders:
-            return None
     home = os.path.realpath(os.path.expanduser("~"))
     uid, current, own = os.getuid(), real, True
     while True:
@@ -152,7 +155,7 @@ def _unsafe_folder(path: Path) -> str | None:
             break
         current, own = parent, False
     with _lock:
-        _trusted_folders.add(real)
+        _trusted_folders.add(str(path))
     return None
 
 
@@ -178,16 +181,15 @@ def _make_folder(path: Path) -> bool:
 
 def _key() -> bytes | None:
     """This user's cache key, made on first use; None (warned) when the key file is not safe."""
+    if (known := _keys.get(_config_home())) is not None:  # a read per entry: no Path made for it
+        return known
     path = key_path()
-    with _lock:
-        if (known := _keys.get(str(path))) is not None:
-            return known
     key = _read_key(path)
     if key is None and not path.exists() and _make_folder(path.parent):
         key = _new_key(path)
     if key is not None:
         with _lock:
-            _keys[str(path)] = key
+            _keys[_config_home()] = key
     return key
 
 

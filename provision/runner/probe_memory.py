@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from provision.playbook.model import Play, Task
 
 MAX_BYTES = 512 * 1024  # a play's snippets are ~40 KiB (the whole site); more is not a memory worth keeping
-VERSION = 2
+VERSION = 3  # 3: kept with an HMAC (controller_cache.py)
 MIN_SECRET = 4  # as REDACTOR: shorter values are not masked anywhere
 PLACEHOLDER = re.compile("\0secret:([^\0]*)\0")
 
