@@ -31,6 +31,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from provision.shell import quote
+
 KEY_BYTES = 32
 FORMAT = "hmac-sha256 1"  # part of every key (version_of): entries of an older format are never looked up
 MAC_BYTES = hashlib.sha256().digest_size
@@ -149,7 +151,7 @@ def _unsafe_folder(path: Path) -> str | None:
             return f"folder {current} is owned by uid {status.st_uid}, not by this user (uid {uid})"
         if mode & 0o022 and (own or not mode & stat.S_ISVTX):
             return (f"folder {current} (mode {mode:04o}) can be written by other users "
-                    f"(chmod go-w '{current}' if that is not meant)")
+                    f"(chmod go-w {quote(current)} if that is not meant)")
         parent = os.path.dirname(current)
         if current == home or parent == current:
             break

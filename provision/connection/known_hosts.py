@@ -27,6 +27,7 @@ from pathlib import Path
 import paramiko
 
 from provision.errors import HostKeyRefused
+from provision.shell import quote
 
 DEFAULT_USER_FILES = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_FILES = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -137,7 +138,7 @@ class KnownHosts:
         return HostKeyRefused(
             f"host key of {name} has CHANGED (got {key.get_name()} {key.fingerprint}, known_hosts has the "
             f"{expected}). This may be a reinstalled host or an attack; verify it, then remove the old entry with "
-            + " and ".join(f"ssh-keygen -R '{name}' -f {file}" for file in files)
+            + " and ".join(f"ssh-keygen -R {quote(name)} -f {quote(file)}" for file in files)
             + ". A changed key is never accepted.")
 
 

@@ -132,6 +132,21 @@ def test_a_key_others_can_read_turns_the_cache_off(cache: Path, tmp_path: Path, 
         in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("planted", ["short", "link"])
+def test_a_key_that_is_not_ours_turns_the_cache_off(cache: Path, tmp_path: Path, capsys, planted: str):
+    key = tmp_path / "config" / "provision" / "cache.key"
+    key.parent.mkdir(parents=True, mode=0o700)
+    if planted == "short":
+        key.write_bytes(b"guessable")
+        key.chmod(0o600)
+    else:  # a link to a key someone else chose
+        (tmp_path / "theirs").write_bytes(os.urandom(32))
+        key.symlink_to(tmp_path / "theirs")
+    assert render() == "port 8001"
+    assert not (cache / "templates").exists()
+    assert f"{key}: this key is not used, nor the cache" in capsys.readouterr().err
+
+
 def test_a_tampered_role_yaml_entry_is_parsed_again(cache: Path, tmp_path: Path, capsys):
     from provision.inventory.yaml_loader import load_yaml_file
 

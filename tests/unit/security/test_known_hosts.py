@@ -81,7 +81,7 @@ def test_a_changed_key_names_its_port_as_ssh_keygen_wants_it(home, server):
     known_hosts = home / "known_hosts"
     with pytest.raises(HostKeyRefused) as refused:
         connect(home, server, f"[127.0.0.1]:{server} {key_text(OTHER_KEY)}\n", trust_new=True)
-    assert f"ssh-keygen -R '[127.0.0.1]:{server}' -f {known_hosts}" in str(refused.value)
+    assert f"ssh-keygen -R '[127.0.0.1]:{server}' -f '{known_hosts}'" in str(refused.value)
     assert "CHANGED" in str(refused.value)
 
 
