@@ -1,8 +1,10 @@
 """SSH connections through fabric/paramiko, with host keys checked and transient failures retried.
 
 Fabric reads ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump) and uses the agent; we
-replace its accept-any-key default with known_hosts checking: an unknown key is refused unless the
-user opted into trust-on-first-use (`--trust-new-host-keys`), a changed key is always refused.
+replace its accept-any-key default (paramiko's AutoAddPolicy, on every ProxyJump hop too) with
+known_hosts checking on the target and on every hop alike (known_hosts.py): an unknown key is
+refused unless the user opted into trust-on-first-use (`--trust-new-host-keys`), a changed or
+revoked key is always refused.
 Each `run` is one exec channel: one round trip.
 """
 
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import select
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,13 @@ from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, 
 
 from provision.connection.base import LineStream, RunResult, checked, wrap_script
 from provision.connection.become import BecomeFailed, become_command, handshake
+from provision.connection.known_hosts import (
+    DEFAULT_GLOBAL_FILES,
+    DEFAULT_USER_FILES,
+    HostKeyPolicy,
+    KnownHosts,
+    host_key_name,
+)
 from provision.errors import HostKeyRefused, HostUnreachable
 from provision.secrets import Secret
 from provision.shell import Command
@@ -36,40 +44,12 @@ TRANSIENT_ERRORS = (
     EOFError,
     paramiko.ssh_exception.SSHException,
 )
-DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 CHUNK = 65536
 EOF_AFTER_EXIT_S = 2.0
 OUTPUT_WAIT_S = 0.05
 
 
 UPLOAD_CHUNK = 1024 * 1024
-
-
-class UnknownHostKey(paramiko.MissingHostKeyPolicy):
-    """Refuse a host whose key is not in known_hosts, saying how to proceed."""
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        raise HostKeyRefused(
-            f"host key of {hostname} is not known ({key.get_name()} {key.fingerprint}). "
-            f"Check the fingerprint on the host (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), "
-            f"then add it to known_hosts (ssh-keyscan) or rerun with --trust-new-host-keys."
-        )
-
-
-class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
-    """Record an unknown host's key in the known_hosts file (opt-in); never affects changed keys."""
-
-    _lock = threading.Lock()
-
-    def __init__(self, known_hosts: Path) -> None:
-        self.known_hosts = known_hosts
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        with self._lock:
-            self.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with self.known_hosts.open("a") as handle:
-                handle.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-        client.get_host_keys().add(hostname, key.get_name(), key)
 
 
 class SSHConnection:
@@ -108,27 +88,25 @@ class SSHConnection:
             host=address, port=port, user=user, config=Config(),
             connect_timeout=int(connect_timeout), connect_kwargs=connect_kwargs,
         )
-        configured = self._fabric.ssh_config.get("userknownhostsfile", "").split()
-        self.known_hosts = (known_hosts or Path(configured[0] if configured else DEFAULT_KNOWN_HOSTS)).expanduser()
+        self._user_known_hosts = [known_hosts.expanduser()] if known_hosts else \
+            _configured_files(self._fabric.ssh_config.get("userknownhostsfile"), DEFAULT_USER_FILES)
+        self._global_known_hosts = _configured_files(self._fabric.ssh_config.get("globalknownhostsfile"),
+                                                     DEFAULT_GLOBAL_FILES)
+        # where a key learnt on first use is written: the first user file (ssh's choice too)
+        self.known_hosts = (self._user_known_hosts or [Path(DEFAULT_USER_FILES[0]).expanduser()])[0]
         self._is_become_user = self._fabric.user == become_user
 
     def open(self) -> SSHConnection:
         """Connect (retrying transient failures); raise HostUnreachable / HostKeyRefused."""
-        client = self._fabric.client
-        client.get_host_keys().clear()
-        if self.known_hosts.exists():
-            client.load_host_keys(str(self.known_hosts))
-        policy = TrustOnFirstUse(self.known_hosts) if self._trust_new else UnknownHostKey()
-        client.set_missing_host_key_policy(policy)
+        known = KnownHosts([self.known_hosts, *self._user_known_hosts[1:]], self._global_known_hosts)
+        hops = self._hops()
+        for hop in hops:
+            _check_host_keys(hop, known, self._trust_new)
         try:
             self._connect_with_retries()
         except paramiko.BadHostKeyException as error:
-            raise HostKeyRefused(
-                f"host key of {error.hostname} has CHANGED (got {error.key.get_name()} "
-                f"{error.key.fingerprint}, known_hosts {self.known_hosts} has {error.expected_key.fingerprint}). "
-                "This may be a reinstalled host or an attack; verify it, then remove the old entry with "
-                f"ssh-keygen -R '{error.hostname}' -f {self.known_hosts}. A changed key is never accepted."
-            ) from error
+            hop = next((hop for hop in hops if hop.host == error.hostname), self._fabric)
+            raise known.changed(host_key_name(hop.host, hop.port), error.key) from error
         except HostKeyRefused:
             raise
         except paramiko.AuthenticationException as error:
@@ -143,6 +121,14 @@ class SSHConnection:
             transport.set_keepalive(self._keepalive_s)
         self.round_trips += 1
         return self
+
+    def _hops(self) -> list[FabricConnection]:
+        """The target and each ProxyJump hop fabric will open to reach it (a ProxyCommand is not a
+        hop: what it reaches is the target, whose key is checked)."""
+        hops = [self._fabric]
+        while isinstance(hops[-1].gateway, FabricConnection):
+            hops.append(hops[-1].gateway)
+        return hops
 
     def _connect_with_retries(self) -> None:
         @retry(
@@ -238,6 +224,24 @@ class SSHConnection:
 
     def close(self) -> None:
         self._fabric.close()
+
+
+def _check_host_keys(hop: FabricConnection, known: KnownHosts, trust_new: bool) -> None:
+    """Give the hop's client the host's plain keys on file (paramiko compares the key it is shown with
+    them, and asks the policy when there are none) in place of fabric's accept-anything policy."""
+    name = host_key_name(hop.host, hop.port)
+    keys = hop.client.get_host_keys()
+    keys.clear()
+    for key_type, key in known.plain_keys(name):
+        keys.add(name, key_type, key)
+    hop.client.set_missing_host_key_policy(HostKeyPolicy(known, trust_new))
+
+
+def _configured_files(value: str | None, default: tuple[str, ...]) -> list[Path]:
+    """ssh_config(5)'s `UserKnownHostsFile` / `GlobalKnownHostsFile`: files separated by whitespace,
+    `none` for no file."""
+    names = value.split() if value else list(default)
+    return [Path(name).expanduser() for name in names if name.lower() != "none"]
 
 
 def is_transient(error: BaseException) -> bool:

@@ -14,7 +14,10 @@ A secret's value is never written: where a snippet holds one of the host's secre
 hub token in the weights' probe) the file names the variable, and the next run puts that run's
 value back; a snippet holding any other secret (`REDACTOR` knows them all), even quoted, is not kept. The files
 are the user's own (0600 in a 0700 folder): `probes/` of the controller's cache (controller_cache.py:
-`~/.cache/provision/probes` unless `$PROVISION_CACHE_DIR` or `$XDG_CACHE_HOME` say otherwise).
+`~/.cache/provision/probes` unless `$PROVISION_CACHE_DIR` or `$XDG_CACHE_HOME` say otherwise), read
+back only if their folder and HMAC say they are the user's own. Even then a snippet may name only a
+secret that its task's own templates use (directly or through the variables they name): a stored
+snippet cannot ask for the sudo password where the task asks for the hub token.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import jinja2
+from jinja2 import meta
 
 from provision import controller_cache
 from provision.secrets import REDACTOR, Secret
@@ -33,7 +39,7 @@ if TYPE_CHECKING:
     from provision.playbook.model import Play, Task
 
 MAX_BYTES = 512 * 1024  # a play's snippets are ~40 KiB (the whole site); more is not a memory worth keeping
-VERSION = 2
+VERSION = 3  # 3: kept with an HMAC (controller_cache.py)
 MIN_SECRET = 4  # as REDACTOR: shorter values are not masked anywhere
 PLACEHOLDER = re.compile("\0secret:([^\0]*)\0")
 
@@ -43,10 +49,37 @@ def task_key(task: Task) -> str:
     return f"{task.source} {task.name}"
 
 
-def selected_keys(play: Play, selects: Callable[[Task], bool]) -> list[str]:
-    """The play's selected tasks. Not its handlers: one runs only when notified, and its probe may be
-    the costly kind (the GPU check after docker's restart checks for real every time)."""
-    return [task_key(task) for task in play.tasks if selects(task)]
+def selected_tasks(play: Play, selects: Callable[[Task], bool]) -> dict[str, Task]:
+    """The play's selected tasks, by key. Not its handlers: one runs only when notified, and its probe
+    may be the costly kind (the GPU check after docker's restart checks for real every time)."""
+    return {task_key(task): task for task in play.tasks if selects(task)}
+
+
+def secrets_asked(task: Task, variables: Mapping[str, Any]) -> set[str]:
+    """The secret variables `task` puts into its arguments or conditions: those its templates name,
+    and those named by the templates of the variables they name, and so on (a role default
+    `token: "{{ hf_token }}"`). Parsed, never rendered."""
+    parser = jinja2.Environment()
+    conditions = [task.when] if isinstance(task.when, str) else list(task.when or [])
+    if isinstance(task.changed_when, str):
+        conditions.append(task.changed_when)
+    named: set[str] = set()
+    pending: list[Any] = [task.args, *(f"{{{{ {condition} }}}}" for condition in conditions)]  # bare expressions
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Mapping):
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+        elif isinstance(value, str) and "{" in value:
+            try:
+                found = meta.find_undeclared_variables(parser.parse(value))
+            except jinja2.TemplateSyntaxError:
+                continue
+            for name in found - named:
+                named.add(name)
+                pending.append(variables.get(name))
+    return {name for name in named if isinstance(variables.get(name), Secret)}
 
 
 def secret_values(variables: Mapping[str, Any]) -> dict[str, str]:
@@ -71,20 +104,23 @@ class ProbeMemory:
         digest = hashlib.sha256(f"{VERSION}\0{self.host_key}\0{play}".encode()).hexdigest()[:32]
         return self.folder / f"{digest}.json"
 
-    def recall(self, play: str, secrets: Mapping[str, str], tasks: Iterable[str]) -> list[str]:
-        """Last run's snippets of these tasks of the play, each secret put back from `secrets`
-        (variable name -> value); [] when there are none or the file is not ours. A snippet naming a
-        secret that is not among this run's variables is left out."""
+    def recall(self, play: str, secrets: Mapping[str, str], tasks: Mapping[str, Task],
+               variables: Mapping[str, Any]) -> list[str]:
+        """Last run's snippets of these tasks (by key) of the play, each secret put back from
+        `secrets` (variable name -> value); [] when there are none or the file is not ours. A snippet
+        naming a secret that is not among this run's variables, or that its task's templates do not
+        use (`secrets_asked` of `variables`), is left out."""
+        stored_bytes = controller_cache.read(self.path(play))
         try:
-            document = json.loads(self.path(play).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            document = json.loads(stored_bytes) if stored_bytes is not None else None
+        except ValueError:
             document = None
         stored = document.get("probes") if isinstance(document, dict) and document.get("host") == self.host_key \
             and document.get("play") == play else None
         self._stored[play] = [(p[0], p[1]) for p in stored if isinstance(p, list) and len(p) == 2
                               and isinstance(p[0], str) and isinstance(p[1], str)] if isinstance(stored, list) else []
-        selected = set(tasks)
-        recalled = (_unmask(snippet, secrets) for task, snippet in self._stored[play] if task in selected)
+        recalled = (_unmask(snippet, secrets, lambda key=task: secrets_asked(tasks[key], variables))
+                    for task, snippet in self._stored[play] if task in tasks)
         return [snippet for snippet in recalled if snippet is not None]
 
     def keep(self, play: str, used: list[tuple[str, str]], ran: set[str], secrets: Mapping[str, str],
@@ -119,8 +155,13 @@ def _mask(snippet: str, secrets: Mapping[str, str]) -> str | None:
     return None if REDACTOR.touches(snippet) else snippet
 
 
-def _unmask(snippet: str, secrets: Mapping[str, str]) -> str | None:
-    for name in set(PLACEHOLDER.findall(snippet)):
+def _unmask(snippet: str, secrets: Mapping[str, str], asked: Callable[[], set[str]]) -> str | None:
+    """The snippet with its secrets' values put back; None if it names one that is not in `secrets`
+    or not among those its task asks for (`asked`, worked out only for a snippet that names one)."""
+    names = set(PLACEHOLDER.findall(snippet))
+    if names and not names <= asked():
+        return None
+    for name in names:
         if name not in secrets:
             return None
         snippet = snippet.replace(_placeholder(name), secrets[name])

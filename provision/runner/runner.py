@@ -19,7 +19,7 @@ from provision.runner.batches import batches, too_many_failed
 from provision.runner.connect import MAX_CONNECTING, EarlyConnections, Timeouts, Trace, connect
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
-from provision.runner.probe_memory import ProbeMemory, secret_values, selected_keys
+from provision.runner.probe_memory import ProbeMemory, secret_values, selected_tasks
 from provision.runner.results import HostResult, RunResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
@@ -123,13 +123,14 @@ class Runner:
         """Each host's remembered probes of every play it is in, before the first play: its first
         round trip carries them all."""
         for play in plays:
-            keys = selected_keys(play, self.config.options.selects)
+            tasks = selected_tasks(play, self.config.options.selects)
             in_play = self.play_hosts(play)
             for host in selected:
                 state = self.states[host.name]
                 if host.name in in_play and state.memory is not None:
-                    secrets = secret_values(host_variables(play, host, self.config.extra_vars))
-                    state.recalled[play.name] = state.memory.recall(play.name, secrets, keys)
+                    variables = host_variables(play, host, self.config.extra_vars)
+                    state.recalled[play.name] = state.memory.recall(play.name, secret_values(variables), tasks,
+                                                                    variables)
 
     def run_play(self, play: Play, selected: list[Host]) -> str | None:
         in_play = self.play_hosts(play)

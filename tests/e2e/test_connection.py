@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import provision
+from tests.lab.inventory import render_inventory
 
 pytestmark = pytest.mark.lab
 
@@ -79,3 +80,27 @@ def test_non_root_user_becomes_root_with_sudo(lab, host, tmp_path):
     written = host.exec("stat -c '%U %a' /root/written-by-provision && cat /root/written-by-provision")[1]
     assert written == "root 600\nok\n"
     assert host.exec("id -un", user="deploy")[1].strip() == "deploy"
+
+
+def test_a_proxyjump_hop_is_held_to_the_same_host_key_rules(lab, host, tmp_path):
+    """Through a real sshd as a ProxyJump hop (to its own sshd, port 22 behind it): an unknown hop key
+    is refused, nothing recorded, before anything goes through it (fabric's gateway took any key);
+    with the hop's key on file the host is reached."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh/config").write_text(f"Host 127.0.0.1\n    ProxyJump root@localhost:{host.ssh_port}\n"
+                                      f"Host localhost\n    IdentityFile {lab.key_file}\n")
+    target_known = f"127.0.0.1 {host.host_key()}\n"  # the host itself, as seen from the hop: port 22
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(target_known)
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(render_inventory([(host.name, 22)], {
+        "ansible_user": "root", "ansible_ssh_private_key_file": str(lab.key_file), "known_hosts": str(known_hosts)}))
+    refused = provision("facts", str(inventory), env={"HOME": str(home)})
+    assert refused.returncode == 1
+    # (the name is `[localhost]:PORT`; the table's markup may eat `[localhost]` until rich is told not to read it)
+    assert f":{host.ssh_port} is not known" in refused.output, refused.output
+    assert "Traceback" not in refused.output and known_hosts.read_text() == target_known
+    known_hosts.write_text(target_known + f"[localhost]:{host.ssh_port} {host.host_key()}\n")
+    reached = provision("facts", str(inventory), "--json", env={"HOME": str(home)})
+    assert reached.returncode == 0, reached.output

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from provision import controller_cache
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
 from provision.runner.events import SilentReporter
@@ -88,7 +89,7 @@ def test_the_cache_names_the_secret_never_its_value(project: Path, tmp_path: Pat
     memory = tmp_path / "memory"
     run(project, memory)
     [kept] = list(memory.iterdir())
-    text = kept.read_text()
+    text = kept.read_bytes().decode(errors="replace")
     assert TOKEN not in text and TOKEN[:8] not in text
     assert "\\u0000secret:hub_token\\u0000" in text
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and stat.S_IMODE(memory.stat().st_mode) == 0o700
@@ -103,17 +104,17 @@ def test_a_quoted_secret_is_not_kept(tmp_path: Path):
     memory = ProbeMemory(tmp_path, "host")
     memory.keep("play", [("a", "echo 'pa'\"'\"'ss-word-1'"), ("b", "echo fine")], ran={"a", "b"}, secrets={},
                 tasks={"a", "b"})
-    assert json.loads(next(tmp_path.iterdir()).read_text())["probes"] == [["b", "echo fine"]]
+    assert json.loads(controller_cache.read(next(tmp_path.iterdir())))["probes"] == [["b", "echo fine"]]
 
 
 def test_a_broken_or_foreign_cache_costs_round_trips_not_answers(project: Path, tmp_path: Path):
     memory = tmp_path / "memory"
     run(project, memory)
     [kept] = list(memory.iterdir())
-    kept.write_text("{not json")
+    document = json.loads(controller_cache.read(kept))
+    controller_cache.write(kept, b"{not json")
     assert run(project, memory)["changed"] == 0
-    document = json.loads(kept.read_text())
-    kept.write_text(json.dumps({**document, "host": "another"}))
+    controller_cache.write(kept, json.dumps({**document, "host": "another"}).encode())
     again = run(project, memory)
     assert again["changed"] == 0 and again["round_trips"] >= 3
 
@@ -132,13 +133,13 @@ def test_a_run_of_some_tags_sends_only_their_probes_and_forgets_none(project: Pa
     run(project, memory)
     run(project, memory)
     [kept] = list(memory.iterdir())
-    everything = json.loads(kept.read_text())["probes"]
+    everything = json.loads(controller_cache.read(kept))["probes"]
     assert any("probed" in snippet for _, snippet in everything)
     probed = (project / "probed").read_text()
     chain_only = run(project, memory, tags=frozenset({"chain"}))
     assert chain_only["changed"] == 0 and chain_only["round_trips"] == 1
     assert (project / "probed").read_text() == probed  # not sent: its task is not selected
-    assert json.loads(kept.read_text())["probes"] == everything  # the other role's probe is still known
+    assert json.loads(controller_cache.read(kept))["probes"] == everything  # the other role's probe is still known
 
 
 def test_a_handlers_probe_is_never_remembered(project: Path, tmp_path: Path):
@@ -157,4 +158,4 @@ def test_a_handlers_probe_is_never_remembered(project: Path, tmp_path: Path):
     again = run(project, memory)
     assert again["changed"] == 0 and (project / "handler-probed").read_text() == "\n"
     [kept] = list(memory.iterdir())
-    assert not any("handler-probed" in snippet for _, snippet in json.loads(kept.read_text())["probes"])
+    assert not any("handler-probed" in snippet for _, snippet in json.loads(controller_cache.read(kept))["probes"])
