@@ -34,8 +34,9 @@ from urllib.parse import quote as url_quote
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
+from provision.escape import control_character
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
-from provision.ops.fields import AbsolutePath
+from provision.ops.fields import AbsolutePath, require_url
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
@@ -44,6 +45,14 @@ from provision.shell import Command, parse_fields, parse_records, quote
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# what the hub's file list may name: a blob id or LFS sha256 (an etag, sent quoted in headers), a
+# repository path. Each goes into the root download script, and the office cache's mirror is plain
+# HTTP: anyone on the LAN who answers for it writes this list.
+ETAG = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+# git check-ref-format(1): no control characters, space, ~ ^ : ? * [ \, no "..", "@{", "//", no
+# component starting with "." or ending with ".lock", no leading or trailing "/" or trailing "."
+REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^/|/$|\.$|(^|/)\.|\.lock(/|$)|^@$|^-")
 MIB = 1024 * 1024
 
 
@@ -65,13 +74,14 @@ class HfSnapshotArgs(OpArgs):
     @field_validator("revision")
     @classmethod
     def _revision(cls, value: str) -> str:
-        if not value or any(c.isspace() for c in value) or ".." in value or value.startswith("/"):
-            raise ValueError(f"{value!r} is not a revision (branch, tag or commit)")
+        if not is_revision(value):
+            raise ValueError(f"{value!r} is not a revision (a branch, tag or commit sha)")
         return value
 
     @field_validator("endpoint")
     @classmethod
     def _endpoint(cls, value: str) -> str:
+        require_url(value)
         if not value.startswith(("http://", "https://", "file:///")):
             raise ValueError(f"endpoint must start with http://, https:// or file:/// (a bundle), not {value!r}")
         return value.rstrip("/")
@@ -117,6 +127,21 @@ class DownloadPlan(Plan):
     commit: str = ""
     files: list[RepoFile] = field(default_factory=list)
     missing: list[RepoFile] = field(default_factory=list)
+
+
+def is_revision(value: str) -> bool:
+    """A commit sha or a valid git ref name (the hub accepts nothing else)."""
+    return bool(value) and (bool(COMMIT.match(value)) or not REF_FORBIDDEN.search(value))
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` cannot be a file of a snapshot (None when it can): it must stay inside the folder."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return "not a relative path inside the repository"
+    if control_character(path):
+        return f"holds the control character {control_character(path)}"
+    return None
 
 
 def auth_function(token: Secret | None) -> str:
@@ -199,26 +224,42 @@ def parse_cache_state(output: str) -> CacheState:
     return CacheState(fields, blobs)
 
 
-def parse_file_list(body: str) -> tuple[str, list[RepoFile]]:
-    """(commit, files) from the hub's model info with `?blobs=true`."""
+def parse_file_list(body: str, source: str) -> tuple[str, list[RepoFile]]:
+    """(commit, files) from the hub's model info with `?blobs=true`, every value checked against its
+    format (TaskFailed naming `source`, the hub or mirror, and the field otherwise)."""
     try:
         info = json.loads(body)
         commit = str(info["sha"])
         files = []
         for sibling in info["siblings"]:
             lfs = sibling.get("lfs") or None
-            etag = str(lfs["sha256"]) if lfs else str(sibling["blobId"])
-            files.append(RepoFile(path=str(sibling["rfilename"]), size=int(sibling["size"]), etag=etag,
-                                  kind="sha256" if lfs else "git"))
-    except (ValueError, KeyError, TypeError) as error:
-        raise TaskFailed(f"the hub's file list is not what was expected ({error}): {body[:200]!r}") from error
+            size = sibling["size"]
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise ValueError(f"size {size!r} of {sibling.get('rfilename')!r} is not a byte count")
+            files.append(_listed_file(source, str(sibling["rfilename"]), size, lfs,
+                                      None if lfs else sibling["blobId"]))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise TaskFailed(f"the file list from {source} is not what was expected ({error}): {body[:200]!r}") \
+            from error
     if not COMMIT.match(commit):
-        raise TaskFailed(f"the hub answered commit {commit!r}, which is not a commit sha")
-    for repo_file in files:
-        if repo_file.path.startswith("/") or ".." in repo_file.path.split("/") or "\t" in repo_file.path \
-                or "\n" in repo_file.path:
-            raise TaskFailed(f"the hub listed a file name that cannot be stored safely: {repo_file.path!r}")
+        raise TaskFailed(f"the file list from {source} names commit (field sha) {commit!r}, which is not a commit sha")
     return commit, files
+
+
+def _listed_file(source: str, path: str, size: int, lfs: dict[str, Any] | None, sibling_blob_id: Any) -> RepoFile:
+    """One entry of the file list, refused unless its path and hash have their format."""
+    problem = path_problem(path)
+    if problem:
+        raise TaskFailed(f"the file list from {source} names a file (field rfilename) {path!r}: {problem}")
+    if lfs:
+        field_name, raw, pattern, form = "lfs.sha256", lfs["sha256"], SHA256, "64 hex digits"
+    else:
+        field_name, raw, pattern, form = "blobId", sibling_blob_id, ETAG, "40 or 64 hex digits"
+    etag = str(raw).strip('"').lower()  # an etag is sent quoted (HTTP ETag); the hex is what is hashed
+    if not pattern.fullmatch(etag):
+        raise TaskFailed(f"the file list from {source} gives {path!r} the {field_name} {raw!r}, "
+                         f"which is not {form}")
+    return RepoFile(path=path, size=size, etag=etag, kind="sha256" if lfs else "git")
 
 
 def api_failure(args: HfSnapshotArgs, status: str, error: str, body: str) -> str:
@@ -244,7 +285,9 @@ class HfSnapshotOperation(Operation):
 
     def plan(self, args: HfSnapshotArgs, facts: Any, state: CacheState) -> Plan:
         fields = state.fields
-        local_commit, complete = fields.get("ref", ""), fields.get("complete") == "1"
+        # the refs file is read back from the host: a commit sha, or nothing this run trusts
+        local_commit = fields.get("ref", "") if COMMIT.match(fields.get("ref", "")) else ""
+        complete = fields.get("complete") == "1" and bool(local_commit)
         status = fields.get("api_status")
         result = {"repo": args.repo, "revision": args.revision}
         if complete and (status is None or (status != "200" and local_commit)):
@@ -270,7 +313,7 @@ class HfSnapshotOperation(Operation):
                                                              description=f"download {args.repo}")])
         if status != "200":
             raise TaskFailed(api_failure(args, status or "", _b64(fields.get("api_error", "")), body))
-        commit, files = parse_file_list(body)
+        commit, files = parse_file_list(body, args.endpoint)
         result.update(commit=commit, snapshot=posixpath.join(args.storage, "snapshots", commit))
         if complete and local_commit == commit:
             return Plan.ok(f"{args.repo}@{commit[:12]} complete", **result)
@@ -386,7 +429,7 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
     """Bash that fetches the missing files (printing `file=` and `progress=` lines), links every file
     into the snapshot, writes the manifest (payload on fd 3) and, for a branch or tag, the ref."""
     missing_etags = {f.etag for f in missing}
-    snapshot = f'"$storage/snapshots/{commit}"'
+    snapshot = f'"$storage/snapshots/"{quote(commit)}'
     lines = [
         f"storage={quote(args.storage)}; manifests={quote(args.manifests)}; attempts={args.attempts}",
         f"done_bytes={sum(f.size for f in files if f.etag not in missing_etags)}",
@@ -407,7 +450,7 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
         if repo_file.etag in missing_etags and repo_file.etag not in fetched:
             fetched.add(repo_file.etag)
             lines.append(f"echo file={path}")
-            lines.append(f"fetch {repo_file.etag} {repo_file.size} {repo_file.kind} "
+            lines.append(f"fetch {quote(repo_file.etag)} {repo_file.size} {quote(repo_file.kind)} "
                          f"{quote(file_url(args, commit, repo_file.path))} {path}")
             lines.append(f'done_bytes=$((done_bytes + {repo_file.size})); echo "progress=$done_bytes"')
         folder = posixpath.dirname(repo_file.path)
@@ -415,11 +458,11 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
             lines.append(f"mkdir -p -- {snapshot}/{quote(folder)}")
         lines.append(f"ln -sfn -- {quote(repo_file.link_target())} {snapshot}/{path}")
     lines.append(f'tmp=$(mktemp -- "$manifests/.manifest.XXXXXX"); cat <&3 > "$tmp"; '
-                 f'mv -f -- "$tmp" "$manifests/{commit}.manifest"')
+                 f'mv -f -- "$tmp" "$manifests/"{quote(commit + ".manifest")}')
     if not args.is_commit:
         ref = quote(args.revision)
         lines.append(f'mkdir -p -- "$(dirname -- "$storage/refs/"{ref})"')
-        lines.append(f'tmp=$(mktemp -- "$storage/refs/.ref.XXXXXX"); printf %s {commit} > "$tmp"; '
+        lines.append(f'tmp=$(mktemp -- "$storage/refs/.ref.XXXXXX"); printf %s {quote(commit)} > "$tmp"; '
                      f'mv -f -- "$tmp" "$storage/refs/"{ref}')
     lines.append("echo done=1")
     return "\n".join(lines)
