@@ -25,9 +25,9 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import field_validator, model_validator
 
+from provision.escape import deb822_value, deb822_words
 from provision.ops.apt import APT_GET
 from provision.ops.base import OpArgs, Operation, Plan, Probe, register
-from provision.escape import deb822_value, deb822_words
 from provision.ops.fields import DebWordList, Url, UrlList
 from provision.ops.scripting import atomic_write_script, fields_probe, text_diff
 from provision.shell import Command, quote

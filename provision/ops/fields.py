@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
+from provision.escape import control_character
 from provision.ops.scripting import normalize_mode, require_absolute
 
 
@@ -42,3 +43,15 @@ def require_deb_word(value: str) -> str:
 Url = Annotated[str, AfterValidator(require_url)]
 UrlList = Annotated[list[Url], BeforeValidator(as_list)]
 DebWordList = Annotated[list[Annotated[str, AfterValidator(require_deb_word)]], BeforeValidator(as_list)]
+
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def relative_path_problem(path: str) -> str | None:
+    """Why `path` cannot name a file inside a folder (a snapshot, a bundle), or None when it can."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return "not a relative path inside the folder"
+    bad = control_character(path)
+    return f"holds the control character {bad}" if bad else None

@@ -34,9 +34,8 @@ from urllib.parse import quote as url_quote
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
-from provision.escape import control_character
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
-from provision.ops.fields import AbsolutePath, require_url
+from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem, require_url
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
@@ -49,7 +48,6 @@ COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # repository path. Each goes into the root download script, and the office cache's mirror is plain
 # HTTP: anyone on the LAN who answers for it writes this list.
 ETAG = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-SHA256 = re.compile(r"[0-9a-f]{64}")
 # git check-ref-format(1): no control characters, space, ~ ^ : ? * [ \, no "..", "@{", "//", no
 # component starting with "." or ending with ".lock", no leading or trailing "/" or trailing "."
 REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^/|/$|\.$|(^|/)\.|\.lock(/|$)|^@$|^-")
@@ -132,16 +130,6 @@ class DownloadPlan(Plan):
 def is_revision(value: str) -> bool:
     """A commit sha or a valid git ref name (the hub accepts nothing else)."""
     return bool(value) and (bool(COMMIT.match(value)) or not REF_FORBIDDEN.search(value))
-
-
-def path_problem(path: str) -> str | None:
-    """Why `path` cannot be a file of a snapshot (None when it can): it must stay inside the folder."""
-    parts = path.split("/")
-    if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts):
-        return "not a relative path inside the repository"
-    if control_character(path):
-        return f"holds the control character {control_character(path)}"
-    return None
 
 
 def auth_function(token: Secret | None) -> str:
@@ -248,7 +236,7 @@ def parse_file_list(body: str, source: str) -> tuple[str, list[RepoFile]]:
 
 def _listed_file(source: str, path: str, size: int, lfs: dict[str, Any] | None, sibling_blob_id: Any) -> RepoFile:
     """One entry of the file list, refused unless its path and hash have their format."""
-    problem = path_problem(path)
+    problem = relative_path_problem(path)
     if problem:
         raise TaskFailed(f"the file list from {source} names a file (field rfilename) {path!r}: {problem}")
     if lfs:
