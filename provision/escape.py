@@ -60,15 +60,6 @@ def systemd_value(value: object) -> str:
     return text.replace("%", "%%")
 
 
-def systemd_environment(name: str, value: object) -> str:
-    """One `Environment=` assignment, quoted as a whole (systemd.exec(5): "NAME=value" in double
-    quotes, C escapes inside; specifiers resolved, so `%` doubled)."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise ValueError(f"{name!r} is not an environment variable name")
-    text = systemd_value(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{name}={text}"'
-
-
 def apt_conf_string(value: object) -> str:
     """A quoted apt.conf string, quotes included."""
     text = _refuse_control(str(value), "an apt.conf string")

@@ -24,8 +24,9 @@ def _format(pattern: str, words: str) -> Format:
 
 
 FORMATS: dict[str, Format] = {
-    # curl and apt read these; a scheme first, so never a leading "-" (an option); no whitespace
-    "url": _format(r"[a-z][a-z0-9+.-]*://[^\s\"'\\<>`]+", "a URL (scheme://..., no spaces or quotes)"),
+    # curl, apt and nginx read these: a scheme first, so never a leading "-" (an option); no whitespace,
+    # quotes, nor nginx's `;`, braces and `$` variables
+    "url": _format(r"[a-z][a-z0-9+.-]*://[^\s\"'\\<>`;{}$]+", "a URL (scheme://..., no spaces, quotes, ; { } $)"),
     # Debian policy §5.6.12 (epoch:upstream-revision), plus apt's `*` glob of a pin
     "version": _format(r"[0-9][A-Za-z0-9.+~:*-]*", "a version (starts with a digit; letters, digits, . + ~ : - *)"),
     # Debian policy §5.6.7, plus `%(name)s` placeholders the roles fill in and apt's `*` glob
