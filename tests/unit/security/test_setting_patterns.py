@@ -14,6 +14,7 @@ import pytest
 from provision.settings import load_specs
 from provision.settings.check import check_value
 from tests.unit.test_cli_input_errors import listener, provision
+from tests.unit.test_settings_corpus import HOST, write
 
 __all__ = ["listener"]
 ROLES = Path(__file__).resolve().parents[3] / "roles"
@@ -91,15 +92,6 @@ def test_a_secret_with_a_control_character_is_refused_without_showing_it(specs: 
     assert problem and "control character '\\n'" in problem and "hf_secret_value" not in problem
 
 
-HOST = """\
-name: lab1
-address: 127.0.0.1
-port: PORT
-vars:
-  {setting}
-"""
-
-
 @pytest.mark.parametrize(("setting", "key"), [
     (f"cuda_toolkit_version: {json.dumps('12.9; touch /tmp/pwned')}", "cuda_toolkit_version"),
     (f"nvidia_unattended_upgrades_blacklist: [{json.dumps(APT_CONF_INJECTION)}]",
@@ -111,8 +103,7 @@ vars:
 def test_the_check_names_file_line_key_and_contacts_no_host(tmp_path: Path, listener: Any, setting: str,
                                                             key: str) -> None:
     port, connections = listener
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(HOST.format(setting=setting).replace("PORT", str(port)))
+    inventory = write(tmp_path, HOST, setting, port)
     done = provision("up", str(inventory), "--check")
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{inventory}:5: {key}: " in done.stderr
@@ -121,8 +112,7 @@ def test_the_check_names_file_line_key_and_contacts_no_host(tmp_path: Path, list
 
 def test_an_extra_var_with_a_line_break_is_named_as_such(tmp_path: Path, listener: Any) -> None:
     port, connections = listener
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(HOST.format(setting="max_num_seqs: 4").replace("PORT", str(port)))
+    inventory = write(tmp_path, HOST, "max_num_seqs: 4", port)
     done = provision("up", str(inventory), "--check", "-e",
                      json.dumps({"served_model_name": "a\nExecStartPost=/bin/true"}))
     assert done.returncode == 2, done.stdout + done.stderr
