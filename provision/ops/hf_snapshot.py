@@ -173,7 +173,7 @@ if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
     {auth_function(args.token)}
     out=$(mktemp); err=$(mktemp)
     code=$(auth | curl -sS -K - --connect-timeout 15 --max-time 60 -o "$out" -w '%{{http_code}}' \\
-      {quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
+      -- {quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
     {FILE_STATUS if args.endpoint.startswith("file://") else ""}
     echo "api_status=$code"
     echo "api_body=$(base64 -w0 < "$out")"
@@ -372,7 +372,7 @@ fetch() {  # etag size kind url path
     if [ "$have" -lt "$size" ] && no_space "$storage/blobs" $((size - have)) "$5"; then return 1; fi
     if [ "$have" -lt "$size" ]; then
       auth | curl -sS -f -L -K - -C - --connect-timeout 20 --speed-limit 1024 --speed-time 60 \
-        -o "$part" "$4" 2>"$errors" &
+        -o "$part" -- "$4" 2>"$errors" &
       curl_pid=$!
       while kill -0 "$curl_pid" 2>/dev/null; do
         echo "progress=$((done_bytes + $(stat -c %s -- "$part" 2>/dev/null || echo 0)))"
