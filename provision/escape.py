@@ -11,6 +11,8 @@ Why each rule (the target's own documentation):
   free-text value with a control character is refused.
 - apt.conf (apt.conf(5) "Syntax"): "Values must not include backslashes or extra quotation marks";
   a quoted string has no escape, so `"`, `\\` and line breaks are refused.
+- curl's config (curl(1) `--config`): within double quotes `\\\\` and `\\"` are escapes, and a line
+  break would start another option line.
 - deb822 (deb822(5), sources.list(5)): a field is one line unless continued by a line that starts
   with a space; a line break in a value would start a new field (`Trusted: yes`). A word of a
   multi-word field (URIs, Suites) holds no whitespace.
@@ -80,6 +82,13 @@ def deb822_words(values: list[Any] | tuple[Any, ...]) -> str:
         if not word or any(c.isspace() for c in word):
             raise ValueError(f"{word!r} is not one word of a deb822 field (empty, or holds whitespace)")
     return " ".join(words)
+
+
+def curl_config_string(value: object) -> str:
+    """A double-quoted value of curl's config file (`header = "..."`), quotes included: `\\` and
+    `"` escaped; a control character (which no HTTP header holds) refused."""
+    text = _refuse_control(str(value), "a curl config")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def json_text(value: Any) -> str:

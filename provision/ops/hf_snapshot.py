@@ -34,6 +34,7 @@ from urllib.parse import quote as url_quote
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
+from provision.escape import control_character, curl_config_string
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem, require_url
 from provision.ops.scripting import probe_block
@@ -89,7 +90,10 @@ class HfSnapshotArgs(OpArgs):
     def _token(cls, value: object) -> Secret | None:
         if value in (None, ""):
             return None
-        return value if isinstance(value, Secret) else Secret(str(value))
+        token = value if isinstance(value, Secret) else Secret(str(value))
+        if control_character(token.reveal()):
+            raise ValueError("the token holds a control character, which no HTTP header can carry")
+        return token
 
     @property
     def storage(self) -> str:
@@ -136,7 +140,7 @@ def auth_function(token: Secret | None) -> str:
     """Bash `auth`: prints curl's header config (a builtin: the token is in no argument vector)."""
     if token is None:
         return "auth() { :; }"
-    header = f'header = "Authorization: Bearer {token.reveal()}"'
+    header = f"header = {curl_config_string('Authorization: Bearer ' + token.reveal())}"
     return f"auth() {{ printf '%s\\n' {quote(header)}; }}"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from provision.escape import control_character
 from provision.inventory.suggest import did_you_mean
-from provision.secrets import Secret
+from provision.secrets import Secret, reveal
 from provision.settings.formats import FORMATS
 from provision.settings.spec import Option
 
@@ -90,7 +90,7 @@ def _within(kind: str, value: Any, option: Option, variables: Mapping[str, Any])
         high, _ = _bound(option.maximum, variables)
         return (low is None or value >= low) and (high is None or value <= high)
     if kind in ("str", "path") and option.format:
-        return value in option.choices or _formatted(option.format, value)
+        return reveal(value) in option.choices or _formatted(option.format, value)
     if kind == "str" and option.choices:
         return value in option.choices
     if kind == "list" and option.format:
@@ -99,7 +99,8 @@ def _within(kind: str, value: Any, option: Option, variables: Mapping[str, Any])
 
 
 def _formatted(name: str, value: Any) -> bool:
-    return is_template(value) or bool(FORMATS[name].pattern.fullmatch(str(value)))
+    text = value.reveal() if isinstance(value, Secret) else str(value)
+    return is_template(text) or bool(FORMATS[name].pattern.fullmatch(text))
 
 
 def shown(value: Any, secret: bool) -> str:

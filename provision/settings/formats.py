@@ -47,6 +47,8 @@ FORMATS: dict[str, Format] = {
     "size": _format(r"[0-9]+[kKmMgG]?", "a size (digits, optionally k, m or g)"),
     # a path written into a file without quotes (nginx)
     "plain_path": _format(r"/[A-Za-z0-9._/@+-]*", "an absolute path of letters, digits and . _ / @ + -"),
+    # an API key or hub token: what goes into an HTTP header (RFC 6750's b64token, and `:`)
+    "token": _format(r"[A-Za-z0-9._~+/=:-]*", "a token (letters, digits, . _ ~ + / = : -)"),
     # a string apt.conf can hold in quotes (apt.conf(5): no backslash, no quotation mark)
     "apt_conf_text": _format(r"[^\"\\]*", "text without quotation marks or backslashes (apt.conf)"),
 }

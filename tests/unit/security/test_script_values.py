@@ -14,10 +14,23 @@ import pytest
 
 from provision.bundle.manifest import Manifest
 from provision.errors import InputError, TaskFailed
+from provision.ops import REGISTRY
 from provision.ops.apt_repository import download_script, render_sources
 from provision.ops.bundle_copy import BundleFile, finish_script
-from tests.unit.ops_support import assert_bash_parses, make_args, plan, run_local
+from tests.standins.hub.cli import start_hub
+from tests.standins.hub.server import HubOptions
+from tests.unit.ops_support import (
+    LocalTestConnection,
+    assert_bash_parses,
+    context,
+    make_args,
+    plan,
+    probe_local,
+    run_local,
+)
 from tests.unit.security.target_syntax import apt_sources_uris, read_stanza
+from tests.unit.test_ops_hf_snapshot import MIB
+from tests.unit.test_ops_hf_snapshot import REPO as HUB_REPO
 
 MIRROR = "http://office-cache.lan:8080"
 COMMIT = "1" * 40
@@ -110,6 +123,22 @@ def test_a_refs_file_read_back_from_the_host_is_a_commit_or_nothing() -> None:
         plan("hf_snapshot", "ref=$(touch /tmp/pwned)\ncomplete=1\napi_status=000\navail=9\n", **hub_args())
 
 
+def test_a_token_with_quotes_and_backslashes_reaches_the_hub_intact(tmp_path: Path) -> None:
+    """curl reads the token's header from a config (never an argv): quoted for curl's config syntax,
+    a `"` in it no longer ends the value (the rest was read as more of the config)."""
+    token = 'hf_a"b\\c -o /tmp/pwned'
+    hub = start_hub(tmp_path / "repo", shard_size=MIB, shards=1, options=HubOptions(token=token))
+    try:
+        cache = tmp_path / "hf" / "hub"
+        op_args = {"repo": HUB_REPO, "cache_dir": str(cache), "endpoint": hub.url, "token": token}
+        result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
+        assert result.changed and len(result.files) == len(hub.repository.files)
+        REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), result)
+        assert not plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args).changed
+    finally:
+        hub.stop()
+
+
 def manifest_json(**changes: object) -> str:
     data = {"format": 1, "files": {"key.asc": {"size": 3, "sha256": GOOD_SHA256}},
             "images": {"vllm:1": {"file": "images/vllm.tar", "id": "sha256:" + "e" * 64, "hosts": []}}}
@@ -143,7 +172,8 @@ def test_bundle_copy_takes_only_a_hex_sha256_and_compares_it_quoted(tmp_path: Pa
     assert (tmp_path / "it's").read_text() == "abc"
 
 
-REPO = {"name": "docker", "suites": ["bookworm"], "components": ["stable"], "key_url": "https://download.docker.com/linux/debian/gpg"}
+APT_SOURCE = {"name": "docker", "suites": ["bookworm"], "components": ["stable"],
+              "key_url": "https://download.docker.com/linux/debian/gpg"}
 
 
 @pytest.mark.parametrize("changes", [
@@ -159,7 +189,7 @@ REPO = {"name": "docker", "suites": ["bookworm"], "components": ["stable"], "key
 ])
 def test_a_hostile_apt_repository_value_is_refused(changes: dict[str, object]) -> None:
     with pytest.raises(ValueError):
-        make_args("apt_repository", **{"uris": ["https://mirror.lan/docker"], **REPO, **changes})
+        make_args("apt_repository", **{"uris": ["https://mirror.lan/docker"], **APT_SOURCE, **changes})
 
 
 def test_the_keyring_package_url_is_a_url() -> None:
@@ -169,7 +199,7 @@ def test_the_keyring_package_url_is_a_url() -> None:
 
 def test_a_sources_file_apt_reads_as_exactly_the_repositories_given(tmp_path: Path) -> None:
     uris = ["https://mirror.lan/docker?a=1&b='q'", "file:/var/lib/provision/bundle/apt"]
-    args = make_args("apt_repository", **{**REPO, "uris": uris, "key_url": "https://x/gpg?'$(id)'"})
+    args = make_args("apt_repository", **{**APT_SOURCE, "uris": uris, "key_url": "https://x/gpg?'$(id)'"})
     text = render_sources(args, ["amd64"])
     sources = tmp_path / "docker.sources"
     sources.write_text(text)

@@ -46,7 +46,8 @@ HOSTILE: dict[str, list[Any]] = {
     "office_cache_hf_max_size": ["200g; include /etc/shadow"],
     "office_cache_hf_cache_dir": ["/var/cache/x levels=1:2 keys_zone=evil:1m"],
     "docker_insecure_registries": [["registry.lan:5000\nevil"]],
-    "hf_token": ["hf_abc\nAuthorization: x"],
+    "hf_token": ["hf_abc\nAuthorization: x", 'hf_abc" -o /etc/cron.d/x'],
+    "vllm_api_key": ["key with spaces", "k\\\"ey"],
     "vllm_docker_run_options": [["--env", "A=\x1b[2J"]],
 }
 
@@ -64,6 +65,8 @@ ORDINARY: dict[str, list[Any]] = {
     "vllm_extra_flags": [{"chat-template": "{% for m in messages %}{{ m.content }}{% endfor %}"}],
     "served_model_name": ["gemma-4-26b-a4b-it", "team@office"],
     "office_cache_hf_max_size": ["200g", "1024"],
+    "hf_token": ["", "hf_AbCdEf0123456789"],
+    "vllm_api_key": ["", "sk-office-2026_x.y"],
 }
 
 
@@ -77,7 +80,7 @@ def specs() -> Any:
 def test_a_hostile_setting_is_refused_by_the_settings_check(specs: Any, name: str, value: Any) -> None:
     problem = check_value(specs.get(name), value, {})
     assert problem is not None
-    assert name != "hf_token" or value not in problem
+    assert name not in ("hf_token", "vllm_api_key") or value not in problem  # a secret is never shown
     assert "\n" not in problem and "\x1b" not in problem and "\x00" not in problem  # shown escaped
 
 
