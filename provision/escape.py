@@ -1,7 +1,8 @@
 """One escaping function per target syntax a value is written into (besides the shell, whose quoting
-is `provision.shell.quote`): a systemd unit, apt.conf, a deb822 field (apt sources and preferences),
-JSON. The templates use them as filters (`{{ value | apt_conf_string }}`), the operations call them;
-a value the target cannot hold as data is refused with ValueError, never written half-escaped.
+is `provision.shell.quote`, and JSON, `json.dumps` and the templates' `to_json`): a systemd unit,
+apt.conf, a deb822 field (apt sources and preferences), curl's config. The templates use them as
+filters (`{{ value | apt_conf_string }}`), the operations call them; a value the target cannot hold
+as data is refused with ValueError, never written half-escaped.
 
 Why each rule (the target's own documentation):
 - systemd (systemd.syntax(7) "Quoting", systemd.service(5) "Command lines", systemd.unit(5)
@@ -20,7 +21,6 @@ Why each rule (the target's own documentation):
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -89,8 +89,3 @@ def curl_config_string(value: object) -> str:
     `"` escaped; a control character (which no HTTP header holds) refused."""
     text = _refuse_control(str(value), "a curl config")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def json_text(value: Any) -> str:
-    """JSON (also a YAML flow value): every string escaped by the encoder."""
-    return json.dumps(value)
