@@ -21,7 +21,7 @@ import yaml
 from provision.playbook.templating import TemplateError, make_environment
 from provision.vllm.argv import serve_arguments
 from provision.vllm.unit import ContainerUnit, render_unit
-from tests.unit.ops_support import assert_bash_parses, plan
+from tests.unit.ops_support import assert_bash_parses, make_args, plan
 from tests.unit.security.target_syntax import (
     apt_config_dump,
     apt_sources_uris,
@@ -30,6 +30,7 @@ from tests.unit.security.target_syntax import (
     split_command,
     systemd_verify,
 )
+from tests.unit.test_ops_vllm import RELEASE_ARGS
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
 TEMPLATES = sorted(ROLES.glob("*/templates/*"))
@@ -169,6 +170,14 @@ def test_the_vllm_unit_keeps_hostile_flag_values_as_arguments(tmp_path: Path) ->
     path = tmp_path / "vllm.service"
     path.write_text(text)
     systemd_verify(path)
+
+
+@pytest.mark.parametrize("image", ["--privileged", "-v/:/host", "vllm/vllm-openai:v1 --privileged"])
+def test_the_vllm_image_is_never_a_docker_run_option(image: str) -> None:
+    """The unit's argv has no `--` before the image (adding one would change every running unit)."""
+    for field in ("image", "image_pinned"):
+        with pytest.raises(ValueError, match="not an image reference"):
+            make_args("vllm_release", **{**RELEASE_ARGS, field: image})
 
 
 @pytest.mark.parametrize("description", ["vLLM serving a\nExecStartPre=/bin/touch /tmp/pwned", "trailing \\",
