@@ -133,8 +133,9 @@ def _control_character(value: Any, where: str = "") -> tuple[str, str] | None:
         return (f"{where}: " if where else "", bad) if bad else None
     items: list[tuple[str, Any]] = []
     if isinstance(value, Mapping):
-        items = [(f"{where}.{key}" if where else str(key), item) for key, item in value.items()]
-        items += [(f"{where}.{key}" if where else str(key), str(key)) for key in value]
+        names = {key: repr(str(key)) if control_character(str(key)) else str(key) for key in value}
+        items = [(f"{where}.{names[key]}" if where else names[key], item) for key, item in value.items()]
+        items += [(f"{where}.{names[key]}" if where else names[key], str(key)) for key in value]
     elif isinstance(value, list):
         items = [(f"{where}[{index}]", item) for index, item in enumerate(value)]
     for inner, item in items:
