@@ -222,34 +222,32 @@ def parse_file_list(body: str, source: str) -> tuple[str, list[RepoFile]]:
     try:
         info = json.loads(body)
         commit = str(info["sha"])
-        files = []
-        for sibling in info["siblings"]:
-            lfs = sibling.get("lfs") or None
-            size = sibling["size"]
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise ValueError(f"size {size!r} of {sibling.get('rfilename')!r} is not a byte count")
-            files.append(_listed_file(source, str(sibling["rfilename"]), size, lfs,
-                                      None if lfs else sibling["blobId"]))
+        files = [_listed_file(source, sibling) for sibling in info["siblings"]]
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise TaskFailed(f"the file list from {source} is not what was expected ({error}): {body[:200]!r}") \
             from error
     if not COMMIT.match(commit):
-        raise TaskFailed(f"the file list from {source} names commit (field sha) {commit!r}, which is not a commit sha")
+        raise TaskFailed(f"the file list from {source} names commit (field sha) {commit[:80]!r}, "
+                         "which is not a commit sha")
     return commit, files
 
 
-def _listed_file(source: str, path: str, size: int, lfs: dict[str, Any] | None, sibling_blob_id: Any) -> RepoFile:
-    """One entry of the file list, refused unless its path and hash have their format."""
+def _listed_file(source: str, sibling: dict[str, Any]) -> RepoFile:
+    """One entry of the file list, refused unless its path, size and hash have their format."""
+    path, size, lfs = str(sibling["rfilename"]), sibling["size"], sibling.get("lfs") or None
     problem = relative_path_problem(path)
     if problem:
-        raise TaskFailed(f"the file list from {source} names a file (field rfilename) {path!r}: {problem}")
+        raise TaskFailed(f"the file list from {source} names a file (field rfilename) {path[:200]!r}: {problem}")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise TaskFailed(f"the file list from {source} gives {path!r} the size {str(size)[:80]!r}, "
+                         "which is not a byte count")
     if lfs:
         field_name, raw, pattern, form = "lfs.sha256", lfs["sha256"], SHA256, "64 hex digits"
     else:
-        field_name, raw, pattern, form = "blobId", sibling_blob_id, ETAG, "40 or 64 hex digits"
+        field_name, raw, pattern, form = "blobId", sibling["blobId"], ETAG, "40 or 64 hex digits"
     etag = str(raw).strip('"').lower()  # an etag is sent quoted (HTTP ETag); the hex is what is hashed
     if not pattern.fullmatch(etag):
-        raise TaskFailed(f"the file list from {source} gives {path!r} the {field_name} {raw!r}, "
+        raise TaskFailed(f"the file list from {source} gives {path!r} the {field_name} {str(raw)[:80]!r}, "
                          f"which is not {form}")
     return RepoFile(path=path, size=size, etag=etag, kind="sha256" if lfs else "git")
 
