@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from provision.errors import InputError
 from provision.settings import load_specs
 from provision.settings.check import check_value
 from tests.unit.test_cli_input_errors import listener, provision
@@ -122,3 +123,11 @@ def test_an_extra_var_with_a_line_break_is_named_as_such(tmp_path: Path, listene
     assert done.returncode == 2, done.stdout + done.stderr
     assert "-e: served_model_name: holds the control character '\\n'" in done.stderr
     assert connections == []
+
+
+def test_a_declaration_names_a_known_format(tmp_path: Path) -> None:
+    (tmp_path / "a" / "meta").mkdir(parents=True)
+    spec = tmp_path / "a" / "meta" / "argument_specs.yaml"
+    spec.write_text("options:\n  x:\n    type: str\n    format: urll\n    description: d\n")
+    with pytest.raises(InputError, match=r"unknown format 'urll'.*did you mean 'url'"):
+        load_specs([tmp_path])
