@@ -35,10 +35,11 @@ def control_character(text: str) -> str | None:
     return repr(found.group()) if found else None
 
 
-def _refuse_control(text: str, target: str) -> str:
+def _refuse_control(text: str, target: str, shown: bool = True) -> str:
     bad = control_character(text)
     if bad:
-        raise ValueError(f"{text!r} holds the control character {bad}, which {target} cannot hold as data")
+        raise ValueError(f"{repr(text) if shown else 'a value'} holds the control character {bad}, which "
+                         f"{target} cannot hold as data")
     return text
 
 
@@ -87,5 +88,5 @@ def deb822_words(values: list[Any] | tuple[Any, ...]) -> str:
 def curl_config_string(value: object) -> str:
     """A double-quoted value of curl's config file (`header = "..."`), quotes included: `\\` and
     `"` escaped; a control character (which no HTTP header holds) refused."""
-    text = _refuse_control(str(value), "a curl config")
+    text = _refuse_control(str(value), "a curl config", shown=False)  # a header carries a token
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
