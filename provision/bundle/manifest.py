@@ -11,6 +11,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,12 +19,14 @@ from typing import Any
 
 from provision.bundle.needs import HostNeeds, package_name
 from provision.errors import InputError
+from provision.ops.fields import SHA256, relative_path_problem
 
 MANIFEST = "manifest.json"
 SUMS = "SHA256SUMS"
 FORMAT = 1
 KEY_FILE = "key.asc"
 CHUNK = 1024 * 1024
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass
@@ -55,9 +58,30 @@ class Manifest:
             data = json.loads(text)
             if data.get("format") != FORMAT:
                 raise ValueError(f"format {data.get('format')!r}, this provision reads format {FORMAT}")
-            return cls(**data)
-        except (ValueError, TypeError) as error:
+            manifest = cls(**data)
+            manifest.check()
+            return manifest
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise InputError(f"not a bundle manifest: {error}", file=where) from error
+
+    def check(self) -> None:
+        """ValueError unless every value that reaches a host's script has its format: a bundle on a
+        host (`--bundle host:PATH`) or a disk passed around is data from outside."""
+        named = [*self.files, *(i["file"] for i in self.images.values()), *(u["file"] for u in self.urls.values()),
+                 *(f for w in self.weights.values() for f in w.get("files", []))]
+        for path in named:
+            problem = relative_path_problem(str(path))
+            if problem:
+                raise ValueError(f"file {path!r}: {problem}")
+        for path, entry in self.files.items():
+            size, sha256 = entry["size"], entry["sha256"]
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise ValueError(f"files.{path}.size {size!r} is not a byte count")
+            if not SHA256.fullmatch(str(sha256)):
+                raise ValueError(f"files.{path}.sha256 {sha256!r} is not 64 lowercase hex digits")
+        for reference, image in self.images.items():
+            if not IMAGE_ID.fullmatch(str(image["id"])):
+                raise ValueError(f"images.{reference}.id {image['id']!r} is not sha256:<64 hex digits>")
 
     def missing(self, needs: HostNeeds) -> list[str]:
         """What `needs` asks for that this bundle lacks, each named for a person."""

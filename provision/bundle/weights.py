@@ -39,7 +39,7 @@ def file_list(endpoint: str, repo: str, revision: str, token: Secret | None) -> 
             body = answer.read()
     except (urllib.error.URLError, OSError) as error:
         raise ProvisionError(f"cannot read the file list of {repo}@{revision} from {endpoint}: {error}") from error
-    commit, files = parse_file_list(body.decode())
+    commit, files = parse_file_list(body.decode(errors="replace"), endpoint)
     return commit, files, body
 
 

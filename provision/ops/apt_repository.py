@@ -25,9 +25,10 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import field_validator, model_validator
 
+from provision.escape import deb822_value, deb822_words
 from provision.ops.apt import APT_GET
 from provision.ops.base import OpArgs, Operation, Plan, Probe, register
-from provision.ops.fields import StrList
+from provision.ops.fields import DebWordList, Url, UrlList
 from provision.ops.scripting import atomic_write_script, fields_probe, text_diff
 from provision.shell import Command, quote
 
@@ -51,13 +52,13 @@ DEARMOR_AWK = r"""awk '
 
 class AptRepositoryArgs(OpArgs):
     name: str
-    uris: StrList = []
-    suites: StrList = []
-    components: StrList = []
-    architectures: StrList | None = None
-    key_url: str | None = None
+    uris: UrlList = []
+    suites: DebWordList = []
+    components: DebWordList = []
+    architectures: DebWordList | None = None
+    key_url: Url | None = None
     key_file: str | None = None
-    keyring_package_url: str | None = None
+    keyring_package_url: Url | None = None
     keyring_package: str | None = None
     keyring_package_version: str | None = None
     sha256: str | None = None
@@ -137,14 +138,15 @@ def deb_architecture(facts: Any) -> str | None:
 
 def render_sources(args: AptRepositoryArgs, architectures: list[str]) -> str:
     """The deb822 .sources text; its header records where the key came from."""
-    origin = f"# key: {args.key_url}" + (f" sha256 {args.sha256}" if args.sha256 else "") if args.key_url else None
+    origin = f"# key: {deb822_value(args.key_url)}" + (f" sha256 {args.sha256}" if args.sha256 else "") \
+        if args.key_url else None
     lines = ["# Managed by provision: changes here are overwritten.", *([origin] if origin else []),
-             "Types: deb", f"URIs: {' '.join(args.uris)}", f"Suites: {' '.join(args.suites)}"]
+             "Types: deb", f"URIs: {deb822_words(args.uris)}", f"Suites: {deb822_words(args.suites)}"]
     if args.components:
-        lines.append(f"Components: {' '.join(args.components)}")
+        lines.append(f"Components: {deb822_words(args.components)}")
     if architectures:
-        lines.append(f"Architectures: {' '.join(architectures)}")
-    lines.append(f"Signed-By: {args.keyring_path}")
+        lines.append(f"Architectures: {deb822_words(architectures)}")
+    lines.append(f"Signed-By: {deb822_value(args.keyring_path)}")
     return "\n".join(lines) + "\n"
 
 
@@ -155,7 +157,7 @@ def download_script(url: str, dest: str, sha256: str | None, *, dearmor_keys: bo
         f"umask 022; mkdir -p -- {quote(posixpath.dirname(dest))}",
         f"part={quote(dest + '.part')}",
         """trap 'rm -f -- "$part" "$part.raw"' EXIT""",
-        f'curl -fsSL --retry 3 --connect-timeout 30 -o "$part.raw" {quote(url)}',
+        f'curl -fsSL --retry 3 --connect-timeout 30 -o "$part.raw" -- {quote(url)}',
     ]
     if sha256:
         lines.append(f'echo {quote(sha256)}"  $part.raw" | sha256sum -c --quiet -')
@@ -241,7 +243,7 @@ class AptRepositoryOperation(Operation):
         deb = f"{DEB_CACHE}/{package}_{version}.deb"
         script = "\n".join([
             download_script(str(args.keyring_package_url), deb, args.sha256, dearmor_keys=False),
-            f"{APT_GET} install --allow-downgrades {quote(deb)}",
+            f"{APT_GET} install --allow-downgrades -- {quote(deb)}",
             APT_UPDATE,
         ])
         was = f" (was {installed})" if installed and status.startswith("ii") else ""

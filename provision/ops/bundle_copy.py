@@ -20,7 +20,7 @@ from pydantic import BaseModel, field_validator
 
 from provision.errors import TaskFailed
 from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
-from provision.ops.fields import AbsolutePath
+from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle
 from provision.ops.transfer_rate import TransferRate
@@ -37,8 +37,16 @@ class BundleFile(BaseModel):
     @field_validator("path")
     @classmethod
     def _relative(cls, value: str) -> str:
-        if value.startswith("/") or ".." in value.split("/") or "\t" in value or "\n" in value:
-            raise ValueError(f"{value!r} is not a path inside the bundle")
+        problem = relative_path_problem(value)
+        if problem:
+            raise ValueError(f"{value!r} is not a path inside the bundle: {problem}")
+        return value
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha256(cls, value: str) -> str:
+        if not SHA256.fullmatch(value):
+            raise ValueError(f"sha256 {value!r} is not 64 lowercase hex digits")
         return value
 
 
@@ -79,8 +87,8 @@ def finish_script(dest: str, bundle_file: BundleFile) -> str:
     final = quote(posixpath.join(dest, bundle_file.path))
     part = quote(posixpath.join(dest, bundle_file.path + ".part"))
     return f"""sum=$(sha256sum < {part} | cut -d' ' -f1)
-if [ "$sum" != {bundle_file.sha256} ]; then
-  rm -f -- {part}; echo "sha256 $sum, the bundle lists {bundle_file.sha256}" >&2; exit 1
+if [ "$sum" != {quote(bundle_file.sha256)} ]; then
+  rm -f -- {part}; echo "sha256 $sum, the bundle lists "{quote(bundle_file.sha256)} >&2; exit 1
 fi
 chown root:root -- {part} 2>/dev/null || true
 mv -f -- {part} {final}"""

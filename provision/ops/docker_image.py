@@ -41,9 +41,14 @@ class DockerImageArgs(OpArgs):
     @field_validator("image")
     @classmethod
     def _reference(cls, value: str) -> str:
-        if not REFERENCE.match(value) or value.endswith((":", "/", "@")):
-            raise ValueError(f"{value!r} is not an image reference like repo/name:tag")
-        return value
+        return require_reference(value)
+
+
+def require_reference(value: str) -> str:
+    """An image reference (never a leading `-`, which docker would read as an option)."""
+    if not REFERENCE.match(value) or value.endswith((":", "/", "@")):
+        raise ValueError(f"{value!r} is not an image reference like repo/name:tag")
+    return value
 
 
 def split_reference(image: str) -> tuple[str, str | None, str | None]:

@@ -34,8 +34,9 @@ from urllib.parse import quote as url_quote
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
+from provision.escape import control_character, curl_config_string
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
-from provision.ops.fields import AbsolutePath
+from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem, require_url
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
@@ -44,6 +45,13 @@ from provision.shell import Command, parse_fields, parse_records, quote
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# what the hub's file list may name: a blob id or LFS sha256 (an etag, sent quoted in headers), a
+# repository path. Each goes into the root download script, and the office cache's mirror is plain
+# HTTP: anyone on the LAN who answers for it writes this list.
+ETAG = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# git check-ref-format(1): no control characters, space, ~ ^ : ? * [ \, no "..", "@{", "//", no
+# component starting with "." or ending with ".lock", no leading or trailing "/" or trailing "."
+REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^/|/$|\.$|(^|/)\.|\.lock(/|$)|^@$|^-")
 MIB = 1024 * 1024
 
 
@@ -65,13 +73,14 @@ class HfSnapshotArgs(OpArgs):
     @field_validator("revision")
     @classmethod
     def _revision(cls, value: str) -> str:
-        if not value or any(c.isspace() for c in value) or ".." in value or value.startswith("/"):
-            raise ValueError(f"{value!r} is not a revision (branch, tag or commit)")
+        if not is_revision(value):
+            raise ValueError(f"{value!r} is not a revision (a branch, tag or commit sha)")
         return value
 
     @field_validator("endpoint")
     @classmethod
     def _endpoint(cls, value: str) -> str:
+        require_url(value)
         if not value.startswith(("http://", "https://", "file:///")):
             raise ValueError(f"endpoint must start with http://, https:// or file:/// (a bundle), not {value!r}")
         return value.rstrip("/")
@@ -81,7 +90,10 @@ class HfSnapshotArgs(OpArgs):
     def _token(cls, value: object) -> Secret | None:
         if value in (None, ""):
             return None
-        return value if isinstance(value, Secret) else Secret(str(value))
+        token = value if isinstance(value, Secret) else Secret(str(value))
+        if control_character(token.reveal()):
+            raise ValueError("the token holds a control character, which no HTTP header can carry")
+        return token
 
     @property
     def storage(self) -> str:
@@ -119,11 +131,16 @@ class DownloadPlan(Plan):
     missing: list[RepoFile] = field(default_factory=list)
 
 
+def is_revision(value: str) -> bool:
+    """A commit sha or a valid git ref name (the hub accepts nothing else)."""
+    return bool(value) and (bool(COMMIT.match(value)) or not REF_FORBIDDEN.search(value))
+
+
 def auth_function(token: Secret | None) -> str:
     """Bash `auth`: prints curl's header config (a builtin: the token is in no argument vector)."""
     if token is None:
         return "auth() { :; }"
-    header = f'header = "Authorization: Bearer {token.reveal()}"'
+    header = f"header = {curl_config_string('Authorization: Bearer ' + token.reveal())}"
     return f"auth() {{ printf '%s\\n' {quote(header)}; }}"
 
 
@@ -160,7 +177,7 @@ if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
     {auth_function(args.token)}
     out=$(mktemp); err=$(mktemp)
     code=$(auth | curl -sS -K - --connect-timeout 15 --max-time 60 -o "$out" -w '%{{http_code}}' \\
-      {quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
+      -- {quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
     {FILE_STATUS if args.endpoint.startswith("file://") else ""}
     echo "api_status=$code"
     echo "api_body=$(base64 -w0 < "$out")"
@@ -199,26 +216,40 @@ def parse_cache_state(output: str) -> CacheState:
     return CacheState(fields, blobs)
 
 
-def parse_file_list(body: str) -> tuple[str, list[RepoFile]]:
-    """(commit, files) from the hub's model info with `?blobs=true`."""
+def parse_file_list(body: str, source: str) -> tuple[str, list[RepoFile]]:
+    """(commit, files) from the hub's model info with `?blobs=true`, every value checked against its
+    format (TaskFailed naming `source`, the hub or mirror, and the field otherwise)."""
     try:
         info = json.loads(body)
         commit = str(info["sha"])
-        files = []
-        for sibling in info["siblings"]:
-            lfs = sibling.get("lfs") or None
-            etag = str(lfs["sha256"]) if lfs else str(sibling["blobId"])
-            files.append(RepoFile(path=str(sibling["rfilename"]), size=int(sibling["size"]), etag=etag,
-                                  kind="sha256" if lfs else "git"))
-    except (ValueError, KeyError, TypeError) as error:
-        raise TaskFailed(f"the hub's file list is not what was expected ({error}): {body[:200]!r}") from error
+        files = [_listed_file(source, sibling) for sibling in info["siblings"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise TaskFailed(f"the file list from {source} is not what was expected ({error}): {body[:200]!r}") \
+            from error
     if not COMMIT.match(commit):
-        raise TaskFailed(f"the hub answered commit {commit!r}, which is not a commit sha")
-    for repo_file in files:
-        if repo_file.path.startswith("/") or ".." in repo_file.path.split("/") or "\t" in repo_file.path \
-                or "\n" in repo_file.path:
-            raise TaskFailed(f"the hub listed a file name that cannot be stored safely: {repo_file.path!r}")
+        raise TaskFailed(f"the file list from {source} names commit (field sha) {commit[:80]!r}, "
+                         "which is not a commit sha")
     return commit, files
+
+
+def _listed_file(source: str, sibling: dict[str, Any]) -> RepoFile:
+    """One entry of the file list, refused unless its path, size and hash have their format."""
+    path, size, lfs = str(sibling["rfilename"]), sibling["size"], sibling.get("lfs") or None
+    problem = relative_path_problem(path)
+    if problem:
+        raise TaskFailed(f"the file list from {source} names a file (field rfilename) {path[:200]!r}: {problem}")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise TaskFailed(f"the file list from {source} gives {path!r} the size {str(size)[:80]!r}, "
+                         "which is not a byte count")
+    if lfs:
+        field_name, raw, pattern, form = "lfs.sha256", lfs["sha256"], SHA256, "64 hex digits"
+    else:
+        field_name, raw, pattern, form = "blobId", sibling["blobId"], ETAG, "40 or 64 hex digits"
+    etag = str(raw).strip('"').lower()  # an etag is sent quoted (HTTP ETag); the hex is what is hashed
+    if not pattern.fullmatch(etag):
+        raise TaskFailed(f"the file list from {source} gives {path!r} the {field_name} {str(raw)[:80]!r}, "
+                         f"which is not {form}")
+    return RepoFile(path=path, size=size, etag=etag, kind="sha256" if lfs else "git")
 
 
 def api_failure(args: HfSnapshotArgs, status: str, error: str, body: str) -> str:
@@ -244,7 +275,9 @@ class HfSnapshotOperation(Operation):
 
     def plan(self, args: HfSnapshotArgs, facts: Any, state: CacheState) -> Plan:
         fields = state.fields
-        local_commit, complete = fields.get("ref", ""), fields.get("complete") == "1"
+        # the refs file is read back from the host: a commit sha, or nothing this run trusts
+        local_commit = fields.get("ref", "") if COMMIT.match(fields.get("ref", "")) else ""
+        complete = fields.get("complete") == "1" and bool(local_commit)
         status = fields.get("api_status")
         result = {"repo": args.repo, "revision": args.revision}
         if complete and (status is None or (status != "200" and local_commit)):
@@ -270,7 +303,7 @@ class HfSnapshotOperation(Operation):
                                                              description=f"download {args.repo}")])
         if status != "200":
             raise TaskFailed(api_failure(args, status or "", _b64(fields.get("api_error", "")), body))
-        commit, files = parse_file_list(body)
+        commit, files = parse_file_list(body, args.endpoint)
         result.update(commit=commit, snapshot=posixpath.join(args.storage, "snapshots", commit))
         if complete and local_commit == commit:
             return Plan.ok(f"{args.repo}@{commit[:12]} complete", **result)
@@ -341,7 +374,7 @@ fetch() {  # etag size kind url path
     if [ "$have" -lt "$size" ] && no_space "$storage/blobs" $((size - have)) "$5"; then return 1; fi
     if [ "$have" -lt "$size" ]; then
       auth | curl -sS -f -L -K - -C - --connect-timeout 20 --speed-limit 1024 --speed-time 60 \
-        -o "$part" "$4" 2>"$errors" &
+        -o "$part" -- "$4" 2>"$errors" &
       curl_pid=$!
       while kill -0 "$curl_pid" 2>/dev/null; do
         echo "progress=$((done_bytes + $(stat -c %s -- "$part" 2>/dev/null || echo 0)))"
@@ -386,7 +419,7 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
     """Bash that fetches the missing files (printing `file=` and `progress=` lines), links every file
     into the snapshot, writes the manifest (payload on fd 3) and, for a branch or tag, the ref."""
     missing_etags = {f.etag for f in missing}
-    snapshot = f'"$storage/snapshots/{commit}"'
+    snapshot = f'"$storage/snapshots/"{quote(commit)}'
     lines = [
         f"storage={quote(args.storage)}; manifests={quote(args.manifests)}; attempts={args.attempts}",
         f"done_bytes={sum(f.size for f in files if f.etag not in missing_etags)}",
@@ -407,7 +440,7 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
         if repo_file.etag in missing_etags and repo_file.etag not in fetched:
             fetched.add(repo_file.etag)
             lines.append(f"echo file={path}")
-            lines.append(f"fetch {repo_file.etag} {repo_file.size} {repo_file.kind} "
+            lines.append(f"fetch {quote(repo_file.etag)} {repo_file.size} {quote(repo_file.kind)} "
                          f"{quote(file_url(args, commit, repo_file.path))} {path}")
             lines.append(f'done_bytes=$((done_bytes + {repo_file.size})); echo "progress=$done_bytes"')
         folder = posixpath.dirname(repo_file.path)
@@ -415,11 +448,11 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
             lines.append(f"mkdir -p -- {snapshot}/{quote(folder)}")
         lines.append(f"ln -sfn -- {quote(repo_file.link_target())} {snapshot}/{path}")
     lines.append(f'tmp=$(mktemp -- "$manifests/.manifest.XXXXXX"); cat <&3 > "$tmp"; '
-                 f'mv -f -- "$tmp" "$manifests/{commit}.manifest"')
+                 f'mv -f -- "$tmp" "$manifests/"{quote(commit + ".manifest")}')
     if not args.is_commit:
         ref = quote(args.revision)
         lines.append(f'mkdir -p -- "$(dirname -- "$storage/refs/"{ref})"')
-        lines.append(f'tmp=$(mktemp -- "$storage/refs/.ref.XXXXXX"); printf %s {commit} > "$tmp"; '
+        lines.append(f'tmp=$(mktemp -- "$storage/refs/.ref.XXXXXX"); printf %s {quote(commit)} > "$tmp"; '
                      f'mv -f -- "$tmp" "$storage/refs/"{ref}')
     lines.append("echo done=1")
     return "\n".join(lines)

@@ -58,7 +58,7 @@ def check_script(args: WaitForArgs) -> str:
                 if args.contains is not None else "")
     return f"""if ! command -v curl >/dev/null 2>&1; then echo curl=missing; echo up=0; else
 body=$(mktemp)
-code=$(curl -sS -o "$body" -w '%{{http_code}}' --max-time {CHECK_TIMEOUT_S} {quote(str(args.url))} 2>/dev/null)
+code=$(curl -sS -o "$body" -w '%{{http_code}}' --max-time {CHECK_TIMEOUT_S} -- {quote(str(args.url))} 2>/dev/null)
 echo "status=$code"
 up=0; if [ "$code" = {args.status} ]; then up=1{contains}; fi
 echo "up=$up"; rm -f -- "$body"

@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from provision import escape
 from provision.playbook.template_cache import CachingEnvironment
 from provision.secrets import Secret, reveal
 from provision.shell import quote
@@ -66,6 +67,8 @@ def make_environment(template_dirs: list[Path] | None = None) -> jinja2.Environm
     )
     env.filters.update(to_json=_to_json, to_yaml=_to_yaml, bool=_to_bool, shquote=_shquote, combine=_combine,
                        from_bundle=_from_bundle)
+    # each target syntax escaped by its one function (provision/escape.py)
+    env.filters.update({name: _escaping(getattr(escape, name)) for name in ESCAPING_FILTERS})
     env.globals.update({name: _function(target) for name, target in FUNCTIONS.items()})
     env.tests.update(match=_regex_match, search=_regex_search, contains=_contains)
     return env
@@ -133,6 +136,21 @@ def _from_bundle(context: jinja2.runtime.Context, url: Any) -> str:
 
 def _shquote(value: Any) -> str:
     return quote(_finalize(value))
+
+
+ESCAPING_FILTERS = ("systemd_word", "systemd_value", "apt_conf_string", "deb822_value", "deb822_words")
+
+
+def _escaping(function: Callable[[Any], str]) -> Callable[[Any], str]:
+    """`function` as a filter: secrets revealed first, a value the target cannot hold a TemplateError."""
+    def escaped(value: Any) -> str:
+        try:
+            return function(reveal(value))
+        except ValueError as error:
+            raise TemplateError(str(error)) from error
+
+    escaped.__name__ = function.__name__
+    return escaped
 
 
 # Compiled once per environment (one per play, shared by its hosts) and text: compiling is most of a

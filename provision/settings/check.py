@@ -10,9 +10,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from provision.escape import control_character
 from provision.inventory.suggest import did_you_mean
-from provision.secrets import Secret
+from provision.secrets import Secret, reveal
 from provision.settings.flags import FlagList
+from provision.settings.formats import FORMATS
 from provision.settings.spec import Option
 
 PLAIN_INT = re.compile(r"\s*[-+]?\d+(_\d+)*\s*")  # what Python's int() reads
@@ -62,8 +64,12 @@ def expected(option: Option, variables: Mapping[str, Any]) -> str:
     for kind in option.types:
         if kind in NUMBER_TYPES:
             words.append(NUMBER_TYPES[kind] + _range_text(option, variables))
+        elif kind == "str" and option.format:
+            words.append(FORMATS[option.format].words + (f", or {choices}" if choices else ""))
         elif kind == "str":
             words.append(f"one of {choices}" if len(option.choices) > 1 else (choices or "a string"))
+        elif kind == "list" and option.format:
+            words.append(f"a list of items each {FORMATS[option.format].words}")
         else:
             words.append({"bool": "true or false", "list": "a list", "dict": "a mapping",
                           "path": "an absolute path"}[kind])
@@ -87,9 +93,18 @@ def _within(kind: str, value: Any, option: Option, variables: Mapping[str, Any])
         low, _ = _bound(option.minimum, variables)
         high, _ = _bound(option.maximum, variables)
         return (low is None or value >= low) and (high is None or value <= high)
+    if kind in ("str", "path") and option.format:
+        return reveal(value) in option.choices or _formatted(option.format, value)
     if kind == "str" and option.choices:
         return value in option.choices
+    if kind == "list" and option.format:
+        return all(_formatted(option.format, item) for item in value if isinstance(item, str))
     return True
+
+
+def _formatted(name: str, value: Any) -> bool:
+    text = value.reveal() if isinstance(value, Secret) else str(value)
+    return is_template(text) or bool(FORMATS[name].pattern.fullmatch(text))
 
 
 def shown(value: Any, secret: bool) -> str:
@@ -102,9 +117,36 @@ def check_value(option: Option, value: Any, variables: Mapping[str, Any]) -> str
     """The problem with `value` for `option`, or None when it fits."""
     if is_template(value):
         return None
+    bad = _control_character(value)
+    if bad:
+        where, character = bad
+        return (f"{where}holds the control character {character} (a line break, NUL, escape...), which no "
+                "setting may hold: it would change the file or script it is written into")
     if any(_is(kind, value) and _within(kind, value, option, variables) for kind in option.types):
         return _check_keys(option, value, variables) if option.suboptions and isinstance(value, Mapping) else None
     return f"expected {expected(option, variables)}; got {shown(value, option.secret)}"
+
+
+def _control_character(value: Any, where: str = "") -> tuple[str, str] | None:
+    """(where, the character) of the first control character in a string of `value` (also in the keys
+    and items of a mapping or list; templates are checked when rendered), or None."""
+    if isinstance(value, Secret):
+        value = value.reveal()
+    if isinstance(value, str):
+        bad = None if is_template(value) else control_character(value)
+        return (f"{where}: " if where else "", bad) if bad else None
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, Mapping):
+        names = {key: repr(str(key)) if control_character(str(key)) else str(key) for key in value}
+        items = [(f"{where}.{names[key]}" if where else names[key], item) for key, item in value.items()]
+        items += [(f"{where}.{names[key]}" if where else names[key], str(key)) for key in value]
+    elif isinstance(value, list):
+        items = [(f"{where}[{index}]", item) for index, item in enumerate(value)]
+    for inner, item in items:
+        found = _control_character(item, inner)
+        if found:
+            return found
+    return None
 
 
 def _check_keys(option: Option, value: Mapping[Any, Any], variables: Mapping[str, Any]) -> str | None:

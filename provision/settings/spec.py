@@ -1,7 +1,8 @@
 """Read the variable declarations of every role: `roles/<role>/meta/argument_specs.yaml`.
 
 The format is Ansible's argument_specs in spirit (see README.md beside this file): one `options:`
-mapping of variable name -> type, optional min/max (numbers), choices, secret, description, and for a
+mapping of variable name -> type, optional min/max (numbers), choices, format (settings/formats.py),
+secret, description, and for a
 mapping of command-line flags `flag_list` (a data file of the program's flags). A variable is declared
 by exactly one role; a second declaration is an error, so each concept is written once.
 """
@@ -17,11 +18,12 @@ from provision.errors import InputError
 from provision.inventory.suggest import did_you_mean
 from provision.inventory.yaml_loader import YamlDocument, load_yaml_file
 from provision.settings.flags import FlagList, load_flag_list
+from provision.settings.formats import FORMATS
 
 SPEC_FILE = Path("meta") / "argument_specs.yaml"
 TYPES = ("str", "int", "float", "bool", "list", "dict", "path")
 OPTION_KEYS = frozenset({"type", "min", "max", "choices", "secret", "description", "flag_list", "managed_flags",
-                         "profiles", "options", "required"})
+                         "profiles", "options", "required", "format"})
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,9 @@ class Option:
     #: the keys a mapping takes (Ansible's suboptions), each declared like a variable
     suboptions: dict[str, Option] = field(default_factory=dict)
     required: bool = False
+    #: a format of settings/formats.py a string (or each string of a list) must match; `choices` are
+    #: accepted besides (`choices: [""]` for "empty, or a version")
+    format: str | None = None
 
 
 @dataclass
@@ -121,6 +126,9 @@ def _read_options(doc: YamlDocument, at: tuple[str, ...], options: dict[Any, Any
         if not str(raw.get("description") or "").strip() and len(at) == 1:
             raise refuse("every variable needs a one-line description:")
         flag_list = raw.get("flag_list")
+        if raw.get("format") is not None and raw["format"] not in FORMATS:
+            raise refuse(f"unknown format {raw['format']!r}; one of {', '.join(FORMATS)}"
+                         f"{did_you_mean(str(raw['format']), FORMATS)}")
         result.append(Option(
             name=str(name), types=types, description=str(raw.get("description") or "").strip(), role=role, file=path,
             line=line, minimum=raw.get("min"), maximum=raw.get("max"), choices=tuple(raw.get("choices") or ()),
@@ -130,6 +138,6 @@ def _read_options(doc: YamlDocument, at: tuple[str, ...], options: dict[Any, Any
             profiles=path.parent.parent / raw["profiles"] if raw.get("profiles") else None,
             suboptions={o.name: o for o in _read_options(doc, (*at, name, "options"), raw.get("options") or {},
                                                          path, role)},
-            required=bool(raw.get("required", False)),
+            required=bool(raw.get("required", False)), format=raw.get("format"),
         ))
     return result

@@ -11,9 +11,8 @@ exports it as the variable NAME before it execs the image's own command (vLLM re
 VLLM_API_KEY: `args.api_key or envs.VLLM_API_KEY`, vllm/entrypoints/openai/api_server.py). The env
 file (`--env-file`, mode 0600) holds only plain settings.
 
-ExecStart words are quoted for systemd (not for a shell): `%` is doubled (specifiers), `$` doubled
-(variable expansion), and a word with quotes, backslashes, spaces or `;` is single-quoted with
-C-style escapes, which systemd removes when it splits the line.
+ExecStart words are quoted for systemd (not for a shell) by `provision.escape.systemd_word`, the
+description by `systemd_value` (a line break in a value never starts a new directive).
 """
 
 from __future__ import annotations
@@ -22,19 +21,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from provision.escape import systemd_value, systemd_word
 from provision.secrets import Secret
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-NEEDS_QUOTES = re.compile(r"""[\s"'\\;]""")
 SECRETS_DIR = "/run/secrets"
-
-
-def systemd_word(word: str) -> str:
-    """One ExecStart word, escaped so systemd's own splitting gives back exactly `word`."""
-    escaped = word.replace("%", "%%").replace("$", "$$")
-    if escaped and not NEEDS_QUOTES.search(escaped):
-        return escaped
-    return "'" + escaped.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass(frozen=True)
@@ -111,7 +102,7 @@ def render_unit(unit: ContainerUnit) -> str:
     docker = systemd_word(unit.docker)
     return f"""# Written by provision: changes here are replaced on the next run.
 [Unit]
-Description={unit.description}
+Description={systemd_value(unit.description)}
 After=docker.service network-online.target
 Requires=docker.service
 Wants=network-online.target

@@ -115,8 +115,8 @@ def test_the_cache_host_pushes_the_images_and_serves_the_hub_copy_first(seeded) 
     assert cache["the offline bundle copied to the host and verified"].args.files[0].path == sorted(MANIFEST.files)[0]
     push = cache["the bundle's images in the seed registry"].args
     words = f"'/var/lib/provision/bundle' 127.0.0.1:5001 'images/vllm.tar' '{IMAGE_ID}' 'vllm/vllm-openai' 'v0.11.0'"
-    assert push.cmd == f"/usr/local/sbin/provision-seed-registry push {words}"
-    assert push.unless == f"/usr/local/sbin/provision-seed-registry check {words}"
+    assert push.cmd == f"'/usr/local/sbin/provision-seed-registry' push {words}"
+    assert push.unless == f"'/usr/local/sbin/provision-seed-registry' check {words}"
     nginx = cache["nginx caches the hub's files by commit"].args.content
     assert "location ^~ /bundle/ {\n        alias /var/lib/provision/bundle/;" in nginx
     assert "root /var/lib/provision/bundle/hub;\n        try_files $uri @hub_file;" in nginx

@@ -113,7 +113,7 @@ def test_keyring_package_converges_on_its_version() -> None:
     result = plan("apt_repository", "keyring_package=1.0-1\tii \n", LAB, **args)
     script = script_of(result)
     assert "'/var/cache/provision/cuda-keyring_1.1-1.deb.part'" in script
-    assert f"{APT_GET} install --allow-downgrades '/var/cache/provision/cuda-keyring_1.1-1.deb'" in script
+    assert f"{APT_GET} install --allow-downgrades -- '/var/cache/provision/cuda-keyring_1.1-1.deb'" in script
     assert script.endswith(f"{APT_GET} update")
     assert "(was 1.0-1)" in result.summary
     assert_commands_parse(result)

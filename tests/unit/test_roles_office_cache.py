@@ -126,4 +126,4 @@ def test_the_cache_host_gets_the_archive_backends_and_its_resolver(tmp_path: Pat
     nginx = tasks["nginx caches the hub's files by commit"].args.content
     assert "resolver 10.0.2.3 ipv6=off;" in nginx and "proxy_pass https://huggingface.co;" in nginx
     registry = tasks["the registry is a pull-through cache of the upstream"].args.content
-    assert "remoteurl: https://registry-1.docker.io" in registry
+    assert 'remoteurl: "https://registry-1.docker.io"' in registry

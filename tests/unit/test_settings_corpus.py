@@ -77,7 +77,8 @@ CORPUS = {
                       "no model profile 'qwen2.5-vl' in roles/vllm/models (did you mean 'qwen2.5-vl-7b-awq'?)"),
     "model architecture key": (HOST, "model_architecture: {layers: 2, ful: {}}", ":5", "model_architecture",
                                "ful: not a key of model_architecture (did you mean 'full'?)"),
-    "secret of the wrong type": (HOST, "hf_token: 12345", ":5", "hf_token", "expected a string; got a secret value"),
+    "secret of the wrong type": (HOST, "hf_token: 12345", ":5", "hf_token",
+                                 "expected a token (letters, digits, . _ ~ + / = : -); got a secret value"),
 }
 
 

@@ -12,7 +12,7 @@ from jinja2 import meta
 
 import provision.ops  # noqa: F401  (registers the products' template functions)
 from provision.errors import InputError
-from provision.playbook.templating import FUNCTIONS
+from provision.playbook.templating import FUNCTIONS, make_environment
 from provision.settings import load_specs, profiles
 from provision.settings.check import check_flags, check_value, expected
 from provision.settings.sources import RoleDefaults
@@ -71,7 +71,7 @@ def _names(text: str, env: jinja2.Environment) -> set[str]:
 
 def test_every_variable_read_by_a_task_or_template_is_declared_or_registered():
     env = jinja2.Environment()
-    env.filters.update({"shquote": str, "combine": dict, "from_bundle": str})
+    env.filters.update(make_environment().filters)  # the tool's own filters, the escaping ones included
     used: set[str] = set()
     registered: set[str] = set()
 

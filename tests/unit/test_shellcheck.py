@@ -18,6 +18,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from provision.playbook.templating import make_environment
+
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("provision", "roles", "tests")
 SHEBANG = re.compile(rb"^#!\s*(/usr/bin/env\s+)?(/bin/|/usr/bin/)?(ba)?sh\b")
@@ -51,7 +53,9 @@ class Placeholder(jinja2.Undefined):
 def checked_text(path: Path) -> str:
     text = path.read_text(encoding="utf-8")
     if path.name.endswith(".j2"):
-        text = jinja2.Environment(undefined=Placeholder, keep_trailing_newline=True).from_string(text).render()
+        env = jinja2.Environment(undefined=Placeholder, keep_trailing_newline=True)
+        env.filters.update(make_environment().filters)  # the tool's own filters (shquote, ...)
+        text = env.from_string(text).render()
     return text
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, register
+from provision.ops.docker_image import require_reference
 from provision.ops.scripting import probe_block, text_diff
 from provision.secrets import Secret
 from provision.shell import Command
@@ -58,6 +59,12 @@ class VllmReleaseArgs(VllmServiceArgs):
     start_limit_interval: int = Field(default=900, ge=0)
     start_limit_burst: int = Field(default=5, ge=1)
     stop_timeout: int = Field(default=30, ge=1)
+
+    @field_validator("image", "image_pinned")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        """An image reference (never read as a `docker run` option: the unit's argv has no `--`)."""
+        return require_reference(value) if value else value
 
     @field_validator("api_key", mode="before")
     @classmethod

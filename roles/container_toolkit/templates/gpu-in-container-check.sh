@@ -32,7 +32,7 @@ rm -f -- "$stamp"
 name=provision-gpu-check-$$
 out=$(mktemp)
 trap 'rm -f -- "$out" "$stamp.partial"; docker rm -f "$name" >/dev/null 2>&1 || true' EXIT
-if { docker run -d --name "$name" "$@" --entrypoint sleep "$image" 300 >/dev/null &&
+if { docker run -d --name "$name" "$@" --entrypoint sleep -- "$image" 300 >/dev/null &&
      docker exec "$name" nvidia-smi -L && systemctl daemon-reload &&
      echo "after systemctl daemon-reload:" && docker exec "$name" nvidia-smi -L; } >"$out" 2>&1; then
   cat -- "$out"

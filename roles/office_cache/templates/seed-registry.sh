@@ -11,7 +11,7 @@ shift 3
 accept="application/vnd.docker.distribution.manifest.v2+json,application/vnd.oci.image.manifest.v1+json"
 
 names_config() {  # PATH TAG IMAGE_ID
-  curl -fsS -H "Accept: $accept" "http://$registry/v2/$1/manifests/$2" 2>/dev/null | grep -q "\"$3\""
+  curl -fsS -H "Accept: $accept" -- "http://$registry/v2/$1/manifests/$2" 2>/dev/null | grep -q "\"$3\""
 }
 
 while [ $# -ge 4 ]; do
