@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from provision.errors import InputError
 from provision.inventory.graph import InventoryGraph
@@ -35,12 +34,13 @@ from provision.inventory.settings import check_setting
 from provision.inventory.sources import read_sources
 from provision.inventory.vars import mark_secrets
 from provision.inventory.vars_files import VarsLayer, read_vars_files
+from provision.playbook.sandbox import BoundedSandbox
 from provision.secrets import Secret
 
 LOGIN_PASSWORD = "password logins are not supported: use a key (ansible_ssh_private_key_file) or the ssh agent"
 RENDER_PASSES = 10
 CONNECTION_VAR_NAMES = frozenset(name for names in ANSIBLE_CONNECTION_VARS.values() for name in names)
-_ENV = SandboxedEnvironment(undefined=jinja2.StrictUndefined)
+_ENV = BoundedSandbox(undefined=jinja2.StrictUndefined)  # the sandbox every template renders in
 
 
 def load_ansible_inventory(sources: list[Path], playbook_dir: Path | None = None) -> Inventory:

@@ -3,7 +3,9 @@
 Undefined variables are errors (StrictUndefined), like Ansible's default. A string that is exactly
 one expression (`"{{ ports }}"`) keeps its type (a list stays a list). Secrets are revealed when
 rendered, because what is rendered goes to the host; everything shown to a person passes through
-the redactor, which knows every secret value.
+the redactor, which knows every secret value. Every template renders in the bounded sandbox
+(sandbox.py); a value read from a host, a mirror or a bundle is data (unsafe.py): returned as it is,
+never rendered, whatever it holds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any
 import jinja2
 import yaml
 
+from provision.playbook.sandbox import RUNAWAY, runaway
 from provision.playbook.template_cache import CachingEnvironment
+from provision.playbook.unsafe import UnsafeText
 from provision.secrets import Secret, reveal
 from provision.shell import quote
 
@@ -35,6 +39,8 @@ class TemplateError(Exception):
 
 
 def _has_template(value: Any) -> bool:
+    if isinstance(value, UnsafeText):
+        return False
     if isinstance(value, str):
         return "{{" in value or "{%" in value
     if isinstance(value, list):
@@ -153,6 +159,8 @@ def _run(template: jinja2.Template, variables: Variables) -> str:
     context = template.new_context(variables, shared=True)  # type: ignore[arg-type]  # a Mapping is enough
     try:
         return template.environment.concat(template.root_render_func(context))  # type: ignore[attr-defined]
+    except RUNAWAY as error:
+        raise runaway(error) from None
     except Exception:
         return template.environment.handle_exception()
 
@@ -162,8 +170,11 @@ def _value(expression: Any, variables: Variables) -> Any:
     does, less its copy of every variable)."""
     template = expression._template
     context = template.new_context(variables, shared=True)
-    for _ in template.root_render_func(context):
-        pass
+    try:
+        for _ in template.root_render_func(context):
+            pass
+    except RUNAWAY as error:
+        raise runaway(error) from None
     return context.vars["result"]
 
 
@@ -284,7 +295,10 @@ class Renderer:
         self.variables = Variables(self, variables)
 
     def render(self, value: Any) -> Any:
-        """Render strings inside any structure; single-expression strings keep their native type."""
+        """Render strings inside any structure; single-expression strings keep their native type; data
+        (UnsafeText) comes back as it is."""
+        if isinstance(value, UnsafeText):
+            return value
         if isinstance(value, str):
             return self._render_string(value)
         if isinstance(value, list):
