@@ -165,6 +165,20 @@ def _run(template: jinja2.Template, variables: Variables) -> str:
         return template.environment.handle_exception()
 
 
+def _defined(value: Any) -> Any:
+    """`value`, failing with its own message if an undefined is inside it (a function that read a
+    variable that cannot be rendered, `vllm_serve_flags`, hands back what it read)."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    elif isinstance(value, dict):
+        for item in value.values():
+            _defined(item)
+    elif isinstance(value, list):
+        for item in value:
+            _defined(item)
+    return value
+
+
 def _value(expression: Any, variables: Variables) -> Any:
     """A compiled expression's value over `variables`, read in place (what TemplateExpression.__call__
     does, less its copy of every variable)."""
@@ -313,7 +327,7 @@ class Renderer:
         try:
             match = SINGLE_EXPRESSION.match(text.strip())
             if match:
-                return reveal(self.evaluate(match.group("expr")))
+                return reveal(_defined(self.evaluate(match.group("expr"))))
             return _run(_template(self.env, text), self.variables)
         except jinja2.TemplateError as error:
             raise TemplateError(f"{error} (in {text!r})") from error
