@@ -43,6 +43,7 @@ RUNAWAY = (RecursionError, MemoryError, OverflowError)
 _STEPS_LEFT = "_provision_steps_left"  # on the render's Context: macros and loop() share it
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+_PRECHECKED_FILTERS = frozenset({"center", "indent", "slice", "wordwrap", "format", "join", "replace"})
 
 
 class LimitExceeded(SecurityError):
@@ -168,12 +169,18 @@ def _bounded_filter(name: str, function: Callable[..., Any]) -> Callable[..., An
     if getattr(function, "_provision_bounded", False):
         return function
 
-    @functools.wraps(function)  # keeps jinja_pass_arg: Jinja passes the context on as before
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        _check_filter(name, args, kwargs)
-        if name == "sum":
+    if name == "sum":
+        def bounded(*args: Any, **kwargs: Any) -> Any:
             return _sized(_sum_of_lists(function, *args, **kwargs))
-        return _sized(function(*args, **kwargs))
+    elif name in _PRECHECKED_FILTERS:
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            _check_filter(name, args, kwargs)
+            return _sized(function(*args, **kwargs))
+    else:  # most filters: only the size of what they made
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            return _sized(function(*args, **kwargs))
+
+    functools.update_wrapper(bounded, function)  # keeps jinja_pass_arg: Jinja passes the context on as before
 
     bounded._provision_bounded = True  # type: ignore[attr-defined]
     return bounded
