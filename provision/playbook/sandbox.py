@@ -28,6 +28,8 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import generate_lorem_ipsum
 
+from provision.playbook.lookups import lookup, query
+
 #: loop iterations one render may make, a call counting as CALL_STEPS of them (about 0.2 s of loops or
 #: 0.6 s of macro calls on the 2-core lab machine; a role's largest template makes a few hundred)
 MAX_STEPS = 1_000_000
@@ -258,7 +260,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.filters = _BoundedFilters(self.filters)
-        self.globals.update(range=_bounded_range, lipsum=_bounded_lipsum)
+        self.globals.update(range=_bounded_range, lipsum=_bounded_lipsum, lookup=lookup, query=query, q=query)
 
     @staticmethod
     def sized(value: Any) -> Any:
