@@ -267,7 +267,9 @@ class Variables(Mapping[str, Any]):
         if key not in self._raw:
             return self._globals[key]
         value = self._raw[key]
-        if not _has_template(value):
+        # a secret written as a template (`hf_token: "{{ lookup('env', 'HF_TOKEN') }}"`) renders to a secret
+        secret = isinstance(value, Secret) and _has_template(value.reveal())
+        if not secret and not _has_template(value):
             self._rendered[key] = value
             return value
         if key in self._rendering:
@@ -275,7 +277,8 @@ class Variables(Mapping[str, Any]):
                                                 name=key)
         self._rendering.add(key)
         try:
-            value = self._renderer.render(value)
+            value = self._renderer.render(value.reveal()) if secret else self._renderer.render(value)
+            value = Secret(str(value)) if secret else value
         except (TemplateError, jinja2.TemplateError) as error:
             value = self._renderer.env.undefined(hint=f"variable {key!r} cannot be rendered: {error}", name=key)
         finally:

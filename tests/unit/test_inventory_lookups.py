@@ -99,3 +99,18 @@ def test_a_file_lookup_reads_only_a_regular_file_of_bounded_size(tmp_path: Path,
     with pytest.raises(InputError, match=why) as refused:
         inventory.check_connectable(inventory.hosts)
     assert refused.value.key == "ansible_host" and refused.value.line is not None
+
+
+def test_a_secret_from_an_env_lookup_is_rendered_and_stays_secret(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hf_token: "{{ lookup('env', 'HF_TOKEN') }}"` in an inventory: the token, masked wherever shown."""
+    from provision.playbook.templating import Renderer, make_environment
+    from provision.secrets import REDACTOR
+
+    monkeypatch.setenv("HF_TOKEN_FOR_TEST", "hf_lookupsecretvalue")
+    inventory = load_inventory(inventory_file(tmp_path, {"desk-1": {
+        "hf_token": "{{ lookup('env', 'HF_TOKEN_FOR_TEST') }}"}}))
+    renderer = Renderer(make_environment(), dict(inventory.host("desk-1").vars))
+    assert renderer.render("Authorization: Bearer {{ hf_token }}") == "Authorization: Bearer hf_lookupsecretvalue"
+    assert "hf_lookupsecretvalue" not in REDACTOR(f"token {renderer.variables['hf_token']}")
+    assert REDACTOR("hf_lookupsecretvalue") != "hf_lookupsecretvalue"
