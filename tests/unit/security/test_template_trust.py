@@ -227,7 +227,7 @@ def provision(*argv: str) -> tuple[int, str, float]:
     """The CLI as a user runs it, in its own process (a hang is a timeout here, not a stuck test run)."""
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "provision.cli.main", *argv], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-m", "provision", *argv], capture_output=True, text=True,
                               timeout=TIME_BOUND_S, env={**os.environ, "COLUMNS": "1000"}, cwd=REPO)
     except subprocess.TimeoutExpired:
         pytest.fail(f"provision {' '.join(argv)[:200]} did not finish in {TIME_BOUND_S} s")
@@ -267,7 +267,7 @@ def test_an_escape_in_a_connection_variable_is_refused_before_contact(tmp_path: 
     marker = tmp_path / "pwned"
     inventory = write(tmp_path / "hosts.yaml", json.dumps({"all": {"hosts": {"desk-1": {
         "ansible_host": escapes(marker)["lipsum.__globals__"]}}}}))
-    code, output, _ = provision("render", str(inventory))
+    code, output, _ = provision("up", str(inventory), "--check")
     assert_refused(code, output, marker, "ansible_host", "unsafe")
 
 
@@ -287,10 +287,10 @@ def test_render_stops_a_runaway_inventory_var(tmp_path: Path, case: str) -> None
     assert_refused(code, output, tmp_path / "none", "hf_model", limit)
 
 
-def test_a_runaway_connection_variable_is_refused(tmp_path: Path) -> None:
+def test_a_runaway_connection_variable_is_refused_before_contact(tmp_path: Path) -> None:
     template, limit = RUNAWAY["loops of 10**5 x 10**5"]
     inventory = write(tmp_path / "hosts.yaml", json.dumps({"all": {"hosts": {"desk-1": {"ansible_host": template}}}}))
-    code, output, _ = provision("render", str(inventory))
+    code, output, _ = provision("up", str(inventory), "--check")
     assert_refused(code, output, tmp_path / "none", "ansible_host", limit)
 
 
