@@ -44,7 +44,7 @@ CONNECTION_VAR_NAMES = frozenset(name for names in ANSIBLE_CONNECTION_VARS.value
 _ENV = BoundedSandbox(undefined=jinja2.StrictUndefined)  # the sandbox every template renders in
 
 
-def load_ansible_inventory(sources: list[Path], playbook_dir: Path | None = None) -> Inventory:
+def load_ansible_inventory(sources: list[Path], playbook_dir: Path | None = None, render: bool = True) -> Inventory:
     """Read `sources` (files, folders, `h1,h2,`) with their group_vars/host_vars, resolved per host."""
     graph = InventoryGraph()
     read_sources(graph, sources)
@@ -54,12 +54,14 @@ def load_ansible_inventory(sources: list[Path], playbook_dir: Path | None = None
     bases = [source if source.is_dir() else source.parent for source in graph.sources]
     bases = list(dict.fromkeys(path.absolute() for path in bases))
     play_bases = [playbook_dir.absolute()] if playbook_dir is not None else []
-    return _Resolver(graph, bases, play_bases, sources[0]).inventory()
+    return _Resolver(graph, bases, play_bases, sources[0], render).inventory()
 
 
 class _Resolver:
-    def __init__(self, graph: InventoryGraph, bases: list[Path], play_bases: list[Path], path: Path) -> None:
+    def __init__(self, graph: InventoryGraph, bases: list[Path], play_bases: list[Path], path: Path,
+                 render: bool = True) -> None:
         self.graph = graph
+        self.render_templates = render
         self.bases = bases
         self.play_bases = [base for base in play_bases if base not in bases]
         self.path = path
@@ -124,6 +126,8 @@ class _Resolver:
             # a value as written is checked now; a rendered one (a lookup it needs, a variable it lacks)
             # only matters if the host is contacted, as `ansible-inventory --list` lists it as written
             deferred = field_name in ("connection", "become_method") or _has_template(variables[key])
+            if _has_template(variables[key]) and not self.render_templates:
+                continue
             try:
                 value = render(variables[key], lambda: self.context(name, variables), origin)
                 settings[field_name] = check_setting(field_name, value, origin, keys_relative_to=None)

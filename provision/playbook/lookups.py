@@ -47,7 +47,10 @@ def _file(term: str, rstrip: bool = True, lstrip: bool = False) -> str:
         raise LookupRefused(f"lookup('file', {term!r}): {found} is not a regular file")
     if found.stat().st_size > MAX_FILE_BYTES:
         raise LookupRefused(f"lookup('file', {term!r}): the file is over {MAX_FILE_BYTES:,} bytes")
-    text = found.read_text(errors="replace")
+    try:
+        text = found.read_text(errors="replace")
+    except OSError as error:
+        raise LookupRefused(f"lookup('file', {term!r}): {error.strerror or error}") from None
     text = text.lstrip() if lstrip else text
     return text.rstrip() if rstrip else text
 
