@@ -309,3 +309,44 @@ def test_up_renders_an_extra_var_in_the_sandbox(project: Path, case: str) -> Non
     assert not marker.exists() and not (project / "target/greeting").exists()
     error = host["tasks"][0]["error"]
     assert host["failed"] == 1 and "greeting" in error and limit in error
+
+
+# ------------------------------------------------------------- the sandbox itself, on every template kind
+SANDBOX_PROBES = {
+    "str.ljust(10**10)": ("{{ 'x'.ljust(10**10) }}", "MAX_TEXT"),
+    "str.replace('', huge)": ("{{ 'ab'.replace('', 'x' * 4000000) }}", "MAX_TEXT"),
+    "join of 1000 x 4 MB": ("{{ (['x' * 4000000] * 1000) | join }}", "MAX_TEXT"),
+    "'%*s' % (10**10, x)": ("{{ '%*s' % (10**10, 'x') }}", "MAX_TEXT"),
+    "indent(10**10)": ("{{ 'x' | indent(10**10) }}", "MAX_TEXT"),
+    "lipsum(n=10**6)": ("{{ lipsum(n=10**6) }}", "MAX_TEXT"),
+    "2 ** 100000": ("{{ 2 ** 100000 }}", "MAX_INT_BITS"),
+    "an integer squared 40 times": ("{% set ns = namespace(n=2) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}"
+                                    "{% endfor %}{{ ns.n }}", "MAX_INT_BITS"),
+    "a recursive loop without end": ("{% for x in [1, 2] recursive %}{{ loop([1, 2]) }}{% endfor %}", "nesting depth"),
+    "dict.update": ("{{ dict(a=1).update({'b': 2}) }}", "unsafe"),
+    "().__class__.__base__": ("{{ ().__class__.__base__.__subclasses__() }}", "unsafe"),
+    "self.__init__.__globals__": ("{{ self.__init__.__globals__ }}", "unsafe"),
+    "'{0.__class__}'.format": ("{{ '{0.__class__}'.format('x') }}", "unsafe"),
+    "lookup('pipe')": ("{{ lookup('pipe', 'id') }}", "lookup 'pipe' is not supported"),
+}
+
+
+@pytest.mark.parametrize("case", list(SANDBOX_PROBES))
+def test_the_sandbox_refuses_naming_the_limit(case: str) -> None:
+    from provision.playbook.templating import Renderer, TemplateError, make_environment
+
+    template, limit = SANDBOX_PROBES[case]
+    started = time.monotonic()
+    with pytest.raises(TemplateError, match=limit.replace("(", r"\(")) as refused:
+        Renderer(make_environment(), {}).render(template)
+    assert time.monotonic() - started < 5
+    assert template in str(refused.value)  # the template is named
+
+
+def test_a_list_sum_is_linear_and_sized() -> None:
+    """`lists | sum(start=[])`, Ansible's flatten: 100,000 lists in well under a second, not quadratic."""
+    from provision.playbook.templating import Renderer, make_environment
+
+    started = time.monotonic()
+    assert Renderer(make_environment(), {}).render("{{ ([[1] * 40] * 100000) | sum(start=[]) | length }}") == 4000000
+    assert time.monotonic() - started < 5
