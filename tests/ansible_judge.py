@@ -7,7 +7,9 @@ Patterns go through `InventoryManager.subset` + `get_hosts("all")`, the code pat
 `ansible-playbook --limit P` and `ansible-inventory --limit P`. Connection settings are the
 variables ansible-core's ssh connection plugin and sudo become plugin read (plugins/connection/
 ssh.py `host`, `port`, `remote_user`, `private_key_file`; plugins/become/sudo.py), the last one
-defined winning as in ansible's option resolution, rendered by ansible's own Templar.
+defined winning as in ansible's option resolution, rendered by ansible's own Templar. A setting
+the Templar cannot render (a vault variable the checkout lacks, a collection's lookup) is listed
+under `unrendered`: ansible-playbook fails on that host when it connects.
 """
 
 from __future__ import annotations
@@ -41,16 +43,21 @@ def connection_settings(manager: InventoryManager, variables: VariableManager, l
     for host in manager.get_hosts("all"):
         hostvars = variables.get_vars(host=host, include_hostvars=False)
         templar = Templar(loader=loader, variables=hostvars)
-        found = {"address": host.name, **DEFAULTS}
+        found: dict = {"address": host.name, **DEFAULTS}
+        unrendered = {}
         for name, keys in SETTINGS.items():
             defined = [key for key in keys if key in hostvars]
             if defined:
-                found[name] = templar.template(hostvars[defined[-1]])
+                try:
+                    found[name] = templar.template(hostvars[defined[-1]])
+                except AnsibleError:
+                    unrendered[name] = defined[-1]
         found["port"] = int(found["port"])
         found["become"] = boolean(found["become"])
         if found["key"]:
             found["key"] = os.path.abspath(os.path.expanduser(found["key"]))
-        settings[host.name] = found
+        settings[host.name] = {**{k: v for k, v in found.items() if k not in unrendered},
+                               **({"unrendered": unrendered} if unrendered else {})}
     return settings
 
 

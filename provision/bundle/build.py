@@ -252,6 +252,7 @@ def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
     extra_vars = parse_extra_vars(args.extra_vars)
     inventory, hosts = validated_inventory(inventory_sources(args), args.limit, extra_vars, roles_of(args),
                                            playbook_of(args).parent)
+    inventory.check_problems(hosts)  # a host is read (target_facts) only at the address its settings give
     plays = plays_of(args)
     needs = all_needs(args, inventory, hosts, plays, extra_vars)
     for need in needs:

@@ -21,6 +21,7 @@ from typing import Any
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, make_environment
+from provision.playbook.unsafe import mark_unsafe
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import host_variables, inventory_variables
 
@@ -89,7 +90,7 @@ def host_needs(plays: list[Play], inventory: Inventory, host: Host, facts: dict[
         if host.name not in matched[play.name]:
             continue
         variables = {**inventory_variables(inventory), **host_variables(play, host, extra_vars),
-                     "facts": facts, "inventory_hostname": host.name}
+                     "facts": mark_unsafe(facts), "inventory_hostname": host.name}  # the host's: data
         renderer = Renderer(make_environment(play.template_dirs), variables)
         for task in play.tasks:
             if options.selects(task):

@@ -30,6 +30,7 @@ from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.gather import gather_facts
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
+from provision.playbook.unsafe import mark_unsafe
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import Timeouts, connect
 from provision.shell import quote
@@ -139,5 +140,6 @@ def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, host
         where = args.bundle
         raise InputError(f"the bundle {where} cannot provision these hosts (nothing was changed):\n  "
                          + "\n  ".join(problems), key="--bundle")
-    return {"source": str(source.local) if source.local else "", "path": source.host_path or "",
-            "key": key, "hosts": per_host}
+    # read from the bundle (a manifest on a USB disk, a file list from the hub): data, never a template
+    return mark_unsafe({"source": str(source.local) if source.local else "", "path": source.host_path or "",
+                        "key": key, "hosts": per_host})

@@ -57,8 +57,9 @@ def inventory_sources(args: argparse.Namespace) -> list[Path]:
 
 
 def read_inventory(args: argparse.Namespace) -> Inventory:
-    """The inventory with the group_vars/host_vars next to it and next to the playbook."""
-    return load_inventory(inventory_sources(args), playbook_dir=playbook_of(args).parent)
+    """The inventory with the group_vars/host_vars next to it and next to the playbook, to list:
+    nothing in it is rendered (a lookup is shown as written, as ansible-inventory does)."""
+    return load_inventory(inventory_sources(args), playbook_dir=playbook_of(args).parent, render=False)
 
 
 def validated_inventory(sources: Path | list[Path], limit: str | None, extra_vars: dict[str, Any],

@@ -22,14 +22,16 @@ FORMS_HINT = "a host file (`address: 192.168.1.50` ...) or an Ansible inventory 
 YAML_SUFFIXES = (".yml", ".yaml")
 
 
-def load_inventory(path: Path | list[Path], playbook_dir: Path | None = None) -> Inventory:
+def load_inventory(path: Path | list[Path], playbook_dir: Path | None = None, render: bool = True) -> Inventory:
     """The validated Inventory of `path` (or several Ansible inventory sources, read in order).
 
-    `playbook_dir`: the folder whose group_vars/ and host_vars/ also apply (the playbook's)."""
+    `playbook_dir`: the folder whose group_vars/ and host_vars/ also apply (the playbook's).
+    `render=False`: for listing, a connection variable written as a template is left as written
+    (no lookup runs; the Host keeps the default for it), as `ansible-inventory --list` does."""
     sources = [Path(p) for p in path] if isinstance(path, list) else [Path(path)]
     if len(sources) == 1 and _is_single_host_file(sources[0]):
         return read_single_host(load_yaml_file(sources[0]))
-    return load_ansible_inventory(sources, playbook_dir)
+    return load_ansible_inventory(sources, playbook_dir, render)
 
 
 def _is_single_host_file(path: Path) -> bool:

@@ -148,10 +148,30 @@ class Inventory:
 
     def check_connectable(self, hosts: list[Host]) -> None:
         """Refuse, before any host is contacted, what the selected hosts' settings cannot do."""
+        self.check_problems(hosts)
+        self.check_lookups(hosts)
+        self.check_key_files(hosts)
+
+    def check_problems(self, hosts: list[Host]) -> None:
+        """Refuse a selected host whose settings could not be read (a winrm connection, a login
+        password, a connection variable that does not render)."""
         for host in hosts:
             for problem in self.problems.get(host.name, []):
                 raise problem
-        self.check_key_files(hosts)
+
+    def check_lookups(self, hosts: list[Host]) -> None:
+        """Refuse (InputError at file:line) a selected host with a variable that needs a lookup
+        provision does not run (a vault, `pipe`), found without rendering anything."""
+        from provision.playbook.lookups import refused_lookup  # here: reading an inventory parses no template
+
+        for host in hosts:
+            for key, value in self.hostvars.get(host.name, {}).items():
+                for text in _strings(value):
+                    refused = refused_lookup(text)
+                    if refused:
+                        origin = self.origins.get(host.name, {}).get(key)
+                        raise InputError(f"host {host.name}: {refused}", origin.file if origin else self.path,
+                                         origin.line if origin else None, key)
 
     def check_key_files(self, hosts: list[Host]) -> None:
         """Refuse (InputError at file:line) when a selected host's private key file is missing.
@@ -168,3 +188,16 @@ class Inventory:
                     origin.file if origin else self.path, origin.line if origin else None,
                     origin.key if origin else "key",
                 )
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a variable's value (through dicts and lists; a secret's text too)."""
+    if isinstance(value, Secret):
+        return [value.reveal()]
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from provision.errors import InputError
 from provision.inventory.graph import InventoryGraph
@@ -35,15 +34,17 @@ from provision.inventory.settings import check_setting
 from provision.inventory.sources import read_sources
 from provision.inventory.vars import mark_secrets
 from provision.inventory.vars_files import VarsLayer, read_vars_files
+from provision.playbook.lookups import refused_lookup
+from provision.playbook.sandbox import BoundedSandbox
 from provision.secrets import Secret
 
 LOGIN_PASSWORD = "password logins are not supported: use a key (ansible_ssh_private_key_file) or the ssh agent"
 RENDER_PASSES = 10
 CONNECTION_VAR_NAMES = frozenset(name for names in ANSIBLE_CONNECTION_VARS.values() for name in names)
-_ENV = SandboxedEnvironment(undefined=jinja2.StrictUndefined)
+_ENV = BoundedSandbox(undefined=jinja2.StrictUndefined)  # the sandbox every template renders in
 
 
-def load_ansible_inventory(sources: list[Path], playbook_dir: Path | None = None) -> Inventory:
+def load_ansible_inventory(sources: list[Path], playbook_dir: Path | None = None, render: bool = True) -> Inventory:
     """Read `sources` (files, folders, `h1,h2,`) with their group_vars/host_vars, resolved per host."""
     graph = InventoryGraph()
     read_sources(graph, sources)
@@ -53,12 +54,14 @@ def load_ansible_inventory(sources: list[Path], playbook_dir: Path | None = None
     bases = [source if source.is_dir() else source.parent for source in graph.sources]
     bases = list(dict.fromkeys(path.absolute() for path in bases))
     play_bases = [playbook_dir.absolute()] if playbook_dir is not None else []
-    return _Resolver(graph, bases, play_bases, sources[0]).inventory()
+    return _Resolver(graph, bases, play_bases, sources[0], render).inventory()
 
 
 class _Resolver:
-    def __init__(self, graph: InventoryGraph, bases: list[Path], play_bases: list[Path], path: Path) -> None:
+    def __init__(self, graph: InventoryGraph, bases: list[Path], play_bases: list[Path], path: Path,
+                 render: bool = True) -> None:
         self.graph = graph
+        self.render_templates = render
         self.bases = bases
         self.play_bases = [base for base in play_bases if base not in bases]
         self.path = path
@@ -120,12 +123,17 @@ class _Resolver:
             if key is None:
                 continue
             origin = origins.get(key, Origin(self.path, None, key))
+            # a value as written is checked now; a rendered one (a lookup it needs, a variable it lacks)
+            # only matters if the host is contacted, as `ansible-inventory --list` lists it as written
+            deferred = field_name in ("connection", "become_method") or _has_template(variables[key])
+            if _has_template(variables[key]) and not self.render_templates:
+                continue
             try:
                 value = render(variables[key], lambda: self.context(name, variables), origin)
                 settings[field_name] = check_setting(field_name, value, origin, keys_relative_to=None)
                 where[field_name] = origin
             except InputError as error:
-                if field_name in ("connection", "become_method"):
+                if deferred:
                     problems.append(InputError(f"host {name}: {error.message}", error.file, error.line, error.key))
                     continue
                 raise
@@ -153,16 +161,29 @@ class _Resolver:
 
 def render(value: Any, context: Callable[[], dict[str, Any]], origin: Origin) -> Any:
     """`value` with its Jinja expressions rendered (again while the result still holds some);
-    `context` is called only when there is something to render."""
+    `context` is called only when there is something to render. A template holding a lookup other
+    than env/file is refused before it is rendered (lookups.py)."""
+    if isinstance(value, Secret):  # `ansible_become_password: "{{ lookup('env', 'SUDO_PASS') }}"`
+        text = value.reveal()
+        rendered = render(text, context, origin)
+        return value if rendered == text else Secret(str(rendered))
     for _ in range(RENDER_PASSES):
         if not isinstance(value, str) or ("{{" not in value and "{%" not in value):
             return value
+        refused = refused_lookup(value)
+        if refused:
+            raise InputError(f"cannot render {origin.key}: {refused}", origin.file, origin.line, origin.key)
         try:
             value = _ENV.from_string(value).render(context())
         except jinja2.TemplateError as error:
             raise InputError(f"cannot render {origin.key}: {error}", origin.file, origin.line, origin.key) from None
     raise InputError(f"cannot render {origin.key}: it still holds a template after {RENDER_PASSES} passes",
                      origin.file, origin.line, origin.key)
+
+
+def _has_template(value: Any) -> bool:
+    text = value.reveal() if isinstance(value, Secret) else value
+    return isinstance(text, str) and ("{{" in text or "{%" in text)
 
 
 def _secret_passwords(variables: dict[str, Any]) -> dict[str, Any]:

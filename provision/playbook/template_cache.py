@@ -28,17 +28,19 @@ from jinja2.exceptions import TemplateSyntaxError
 from jinja2.parser import Parser
 
 from provision import controller_cache
+from provision.playbook.sandbox import BoundedSandbox
 from provision.secrets import REDACTOR
 
 _HERE = Path(__file__).parent
 # what decides the generated code besides the source: the interpreter, Jinja, and how our
-# environments are made and extended (templating.py and this file)
+# environments are made and extended (templating.py, the sandbox's code generator, and this file)
 _VERSION = controller_cache.version_of(jinja2.__version__,
-                                       sources=(_HERE / "templating.py", _HERE / "template_cache.py"))
+                                       sources=(_HERE / "templating.py", _HERE / "sandbox.py",
+                                                _HERE / "template_cache.py"))
 
 
-class CachingEnvironment(jinja2.Environment):
-    """A Jinja environment whose compiled templates and expressions outlive the run."""
+class CachingEnvironment(BoundedSandbox):
+    """The sandbox (sandbox.py) whose compiled templates and expressions outlive the run."""
 
     def compile(self, source: Any, name: str | None = None, filename: str | None = None,  # type: ignore[override]
                 raw: bool = False, defer_init: bool = False) -> Any:

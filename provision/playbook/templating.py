@@ -3,7 +3,9 @@
 Undefined variables are errors (StrictUndefined), like Ansible's default. A string that is exactly
 one expression (`"{{ ports }}"`) keeps its type (a list stays a list). Secrets are revealed when
 rendered, because what is rendered goes to the host; everything shown to a person passes through
-the redactor, which knows every secret value.
+the redactor, which knows every secret value. Every template renders in the bounded sandbox
+(sandbox.py); a value read from a host, a mirror or a bundle is data (unsafe.py): returned as it is,
+never rendered, whatever it holds.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import jinja2
 import yaml
 
 from provision import escape
+from provision.playbook.sandbox import RUNAWAY, runaway
 from provision.playbook.template_cache import CachingEnvironment
+from provision.playbook.unsafe import UnsafeText
 from provision.secrets import Secret, reveal
 from provision.shell import quote
 
@@ -36,6 +40,8 @@ class TemplateError(Exception):
 
 
 def _has_template(value: Any) -> bool:
+    if isinstance(value, UnsafeText):
+        return False
     if isinstance(value, str):
         return "{{" in value or "{%" in value
     if isinstance(value, list):
@@ -171,8 +177,24 @@ def _run(template: jinja2.Template, variables: Variables) -> str:
     context = template.new_context(variables, shared=True)  # type: ignore[arg-type]  # a Mapping is enough
     try:
         return template.environment.concat(template.root_render_func(context))  # type: ignore[attr-defined]
+    except RUNAWAY as error:
+        raise runaway(error) from None
     except Exception:
         return template.environment.handle_exception()
+
+
+def _defined(value: Any) -> Any:
+    """`value`, failing with its own message if an undefined is inside it (a function that read a
+    variable that cannot be rendered, `vllm_serve_flags`, hands back what it read)."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    elif isinstance(value, dict):
+        for item in value.values():
+            _defined(item)
+    elif isinstance(value, list):
+        for item in value:
+            _defined(item)
+    return value
 
 
 def _value(expression: Any, variables: Variables) -> Any:
@@ -180,8 +202,11 @@ def _value(expression: Any, variables: Variables) -> Any:
     does, less its copy of every variable)."""
     template = expression._template
     context = template.new_context(variables, shared=True)
-    for _ in template.root_render_func(context):
-        pass
+    try:
+        for _ in template.root_render_func(context):
+            pass
+    except RUNAWAY as error:
+        raise runaway(error) from None
     return context.vars["result"]
 
 
@@ -260,7 +285,9 @@ class Variables(Mapping[str, Any]):
         if key not in self._raw:
             return self._globals[key]
         value = self._raw[key]
-        if not _has_template(value):
+        # a secret written as a template (`hf_token: "{{ lookup('env', 'HF_TOKEN') }}"`) renders to a secret
+        secret = isinstance(value, Secret) and _has_template(value.reveal())
+        if not secret and not _has_template(value):
             self._rendered[key] = value
             return value
         if key in self._rendering:
@@ -268,7 +295,8 @@ class Variables(Mapping[str, Any]):
                                                 name=key)
         self._rendering.add(key)
         try:
-            value = self._renderer.render(value)
+            value = self._renderer.render(value.reveal()) if secret else self._renderer.render(value)
+            value = Secret(str(value)) if secret else value
         except (TemplateError, jinja2.TemplateError) as error:
             value = self._renderer.env.undefined(hint=f"variable {key!r} cannot be rendered: {error}", name=key)
         finally:
@@ -302,7 +330,10 @@ class Renderer:
         self.variables = Variables(self, variables)
 
     def render(self, value: Any) -> Any:
-        """Render strings inside any structure; single-expression strings keep their native type."""
+        """Render strings inside any structure; single-expression strings keep their native type; data
+        (UnsafeText) comes back as it is."""
+        if isinstance(value, UnsafeText):
+            return value
         if isinstance(value, str):
             return self._render_string(value)
         if isinstance(value, list):
@@ -317,7 +348,7 @@ class Renderer:
         try:
             match = SINGLE_EXPRESSION.match(text.strip())
             if match:
-                return reveal(self.evaluate(match.group("expr")))
+                return reveal(_defined(self.evaluate(match.group("expr"))))
             return _run(_template(self.env, text), self.variables)
         except jinja2.TemplateError as error:
             raise TemplateError(f"{error} (in {text!r})") from error

@@ -20,6 +20,7 @@ from provision.facts.parse import probe_for
 from provision.ops import REGISTRY
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, facts_read
+from provision.playbook.unsafe import mark_unsafe
 from provision.runner import pending_handlers
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
@@ -143,14 +144,15 @@ class PlayOnHost:
 
     def renderer(self) -> Renderer:
         """A renderer over the variables, facts and results known now; made again only when the facts
-        or a registered result changed (making one renders every templated variable)."""
+        or a registered result changed. What the host sent (facts, results) is marked unsafe here, where
+        it enters the variables: a process named `{{ ... }}` is text, never a template (unsafe.py)."""
         key = [self.state.facts, *self.state.registered.items()]  # compared by identity: kept alive here
         notified = tuple(self.notified)
         if self._renderer is None or not _same(self._renderer[0], key) or self._renderer[1] != notified:
-            facts = self.state.facts.as_vars() if self.state.facts else {}
+            facts = mark_unsafe(self.state.facts.as_vars()) if self.state.facts else {}
             # notified_handlers: the play's handlers due at its end (this run's and a killed run's left
             # over), so a task can leave a check to the handler that checks after the restart
-            variables = {**self.host_vars, **self.state.registered, "facts": facts,
+            variables = {**self.host_vars, **mark_unsafe(self.state.registered), "facts": facts,
                          "inventory_hostname": self.state.name, "notified_handlers": list(notified)}
             self._renderer = (key, notified, Renderer(self.env, variables))
         return self._renderer[2]

@@ -99,8 +99,13 @@ def test_jinja_in_connection_variables_is_rendered_before_connecting(tmp_path: P
 
 
 def test_an_undefined_variable_in_a_connection_variable_names_its_line(tmp_path: Path) -> None:
+    """Listed as written (as ansible-inventory does), refused when the host is to be contacted."""
     path = write(tmp_path, "hosts", "[lan]\nnas\n[lan:vars]\nansible_host={{ nope }}.lan\n")
-    error = load_error(path)
+    inventory = load_inventory(path)
+    assert inventory.hostvars["nas"]["ansible_host"] == "{{ nope }}.lan"
+    with pytest.raises(InputError) as caught:
+        inventory.check_connectable(inventory.hosts)
+    error = caught.value
     assert (error.file, error.line, error.key) == (path, 4, "ansible_host") and "nope" in str(error)
 
 

@@ -12,6 +12,8 @@ Where provision differs on purpose, the difference is named here (and in the REA
   (Ansible connects to it over SSH unless it is its implicit localhost).
 - EMPTY_PATTERN: a pattern matching nothing, or a limit leaving no hosts, is an error (Ansible warns
   and runs on what is left, possibly nothing).
+A connection setting neither can render (a vault variable the checkout lacks) is listed as written by
+both, and is that host's problem only when it is contacted (UNRENDERED).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ CASES = [
     Case("dir-mixed", "inventory", ("web", "db:!d1")),
     Case("yaml-no-ext", "hosts", ("cluster[1]",)),
     Case("office", "office.yaml", ("engineering:!eng_vision", "reception,eng-3", "eng*")),
+    Case("auberge-lookups", "inventory.yml", ("vps", "selfhosted:&vps", "vibecoder,selfhost")),
 ]
 
 
@@ -178,6 +181,11 @@ def test_limit_patterns_and_connection_settings_agree_with_ansible(case: Case, w
         os.chdir(cwd)
     for host in inventory.hosts:
         settings = dict(judged["connection"][host.name])
+        # UNRENDERED: what ansible cannot render either (a vault variable this checkout lacks) is the
+        # host's problem, raised only if it is contacted; listing it needs nothing rendered
+        unrendered = settings.pop("unrendered", {})
+        for key in unrendered.values():
+            assert any(error.key == key for error in inventory.problems.get(host.name, [])), (host.name, key)
         if not any(key in inventory.hostvars[host.name] for key in ("ansible_become",)):
             settings["become"] = True  # BECOME
         if host.name == "localhost" and not {"ansible_host", "ansible_connection"} & set(inventory.hostvars[host.name]):
@@ -187,7 +195,7 @@ def test_limit_patterns_and_connection_settings_agree_with_ansible(case: Case, w
         got = {"address": host.address, "port": host.port, "user": host.user,
                "key": str(host.key) if host.key else None, "become": host.become,
                "become_user": host.become_user, "connection": host.connection}
-        assert got == settings, host.name
+        assert {k: v for k, v in got.items() if k not in unrendered} == settings, host.name
 
 
 def test_ansible_inventory_is_the_real_one() -> None:
