@@ -57,7 +57,7 @@ def cmd_vars(args: argparse.Namespace, console: Console) -> int:
     rows = {host.name: host_rows(effective(host, inventory, defaults, extra_vars, specs), secret_names)
             for host in hosts}
     if args.json:
-        console.print_json(REDACTOR(json.dumps(rows, default=str)))
+        console.print_json(REDACTOR.json(rows))
         return EXIT_OK
     console.print(content.describe(getattr(args, "roles_path", None), getattr(args, "playbook", None)),
                   highlight=False, markup=False)
