@@ -108,7 +108,8 @@ class Laptop:
 def laptop(gpu_host, gpu_inventory, vllm_images, hub, tmp_path_factory) -> Iterator[Laptop]:
     tmp = tmp_path_factory.mktemp("serving")
     host = gpu_host(HostTraits(), prefix="serve")
-    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "vllm_image": vllm_images["ok"],
+    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "office_cache_trusted": True,
+            "vllm_image": vllm_images["ok"],
             "served_model_name": SERVED, "vllm_ready_timeout": 180, "smoke_timeout": 60,
             # the stand-in image and weights take MiB, not the real 60 GiB; the lab's hosts share this
             # machine's disk, which the whole suite fills (58 GiB free was seen at this point of a CI run)
