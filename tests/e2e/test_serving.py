@@ -490,10 +490,13 @@ BECOME_PASSWORD = "pw-" + secrets.token_hex(10)
 
 
 def test_secrets_appear_nowhere(killed_download, laptop, served):
-    """After every run of this module plus a -vv rerun given a become password on the command line,
-    `render --json` and `vars --json`: no secret anywhere but the API key's root-only files."""
+    """After every run of this module plus a -vv rerun (the hub and the model of the module again, a
+    become password in the inventory, the token again with -e, which the run lock's holder record
+    must not keep), `render --json` and `vars --json`: no secret anywhere but the API key's
+    root-only files. (The login is root: the become password is known to the run, never sent.)"""
     host, key = laptop.host, served["key"]
-    verbose = laptop.up("verbose", "-vv", "-e", f"ansible_become_password={BECOME_PASSWORD}")
+    laptop.set_vars(ansible_become_password=BECOME_PASSWORD)
+    verbose = laptop.up("verbose", "-vv", "-e", f"hf_token={HF_TOKEN}")
     assert verbose.returncode == 0, verbose.output[-3000:]
     assert f"{host.name} | out: " in verbose.output, "the -vv trace shows the hosts' output"
     for command in ("render", "vars"):
