@@ -38,10 +38,11 @@ from tests.standins.hub.cli import start_hub
 API_KEY = "sk-unit-Key_0123456789abcdefXYZ"
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def forget_new_secrets() -> Iterator[None]:
-    """Secrets registered by the test are forgotten after it (a 1-character one would mask that
-    letter in every later test of the process)."""
+    """Secrets registered by a test are forgotten after it: the redactor is the process's, and a
+    1-character secret would mask that letter in every later test (a piece such as `secret` of a
+    quoted one keeps every snippet holding that word out of the probe memory)."""
     kept = set(REDACTOR._values)
     yield
     REDACTOR._values.clear()
@@ -135,7 +136,6 @@ def test_a_shell_quoted_secret_is_masked_in_the_v_headline(secret: str) -> None:
     assert double_quoted not in said[0] and "***" in said[0]
 
 
-@pytest.mark.usefixtures("forget_new_secrets")
 def test_short_secrets_are_masked_as_whole_tokens_and_whole_values(tmp_path: Path) -> None:
     Secret("pw")
     Secret("Q")
