@@ -286,3 +286,27 @@ def test_the_bundle_builder_keeps_the_token_off_a_redirect_to_another_origin(tmp
     assert commit == hub.repository.commit and files
     assert Redirector.seen == [f"Bearer {HF_TOKEN}"], "the trusted mirror itself gets the token"
     assert [r["authorization"] for r in hub.state.requests] == ["none"], "the redirect's target does not"
+
+
+@pytest.mark.parametrize("elsewhere", ["127.0.0.2", "127.0.0.1"], ids=["another-host", "another-port"])
+def test_curl_on_the_host_keeps_the_token_off_a_redirect_to_another_origin(tmp_path: Path, elsewhere: str) -> None:
+    """The download's own header config (`auth`) and curl's -L, as the weights' fetch runs them: curl
+    drops a custom Authorization header on a redirect to another host (7.58.0, CVE-2018-1000007) or
+    port (7.83.0, CVE-2022-27776). A guard on that behaviour, which the download relies on (this
+    machine's curl: Debian bookworm's, as on the lab hosts; it passed before the change too)."""
+    from provision.ops.hf_snapshot import auth_function
+
+    hub = start_hub(tmp_path / "repo", shard_size=1024, shards=1, host=elsewhere)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirector)
+    Redirector.target, Redirector.seen = f"http://{elsewhere}:{hub.server.server_address[1]}", []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/api/models/{hub.repository.repo_id}/revision/main"
+    try:
+        script = f"{auth_function(Secret(HF_TOKEN))}\nauth | curl -sS -f -L -K - -o /dev/null {quote(url)}"
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30, check=False)
+    finally:
+        server.shutdown()
+        hub.stop()
+    assert done.returncode == 0, done.stderr
+    assert Redirector.seen == [f"Bearer {HF_TOKEN}"]
+    assert [r["authorization"] for r in hub.state.requests] == ["none"]
