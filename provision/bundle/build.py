@@ -190,8 +190,8 @@ class BundleBuilder:
         self.manifest.images[reference] = {**part["extra"], "hosts": sorted(hosts)}
         self.claim(part)
 
-    def weights(self, wanted: Weights, hosts: list[str], endpoint: str, token: Any) -> None:
-        commit, files, listing = weights.file_list(endpoint, wanted.repo, wanted.revision, token)
+    def weights(self, wanted: Weights, hosts: list[str], endpoint: str, token: Any, trusted_http: bool = False) -> None:
+        commit, files, listing = weights.file_list(endpoint, wanted.repo, wanted.revision, token, trusted_http)
         hub = self.out / "hub"
         listed = weights.api_path(hub, wanted.repo, wanted.revision)
         listed.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +204,7 @@ class BundleBuilder:
             if target.is_file() and target.stat().st_size == repo_file.size and weights.matches(repo_file, target):
                 transfer.advance(repo_file.size)  # downloaded before, checked again
             else:
-                weights.fetch(endpoint, wanted.repo, commit, repo_file, target, token, transfer)
+                weights.fetch(endpoint, wanted.repo, commit, repo_file, target, token, transfer, trusted_http)
             paths.append(target)
         transfer.finish()
         relative = [str(p.relative_to(self.out)) for p in paths]
@@ -281,7 +281,8 @@ def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
             variables = host_variables(plays[-1], by_name[names[0]], extra_vars)
             token = variables.get("hf_token") or None
             builder.weights(item, names, str(variables.get("hf_endpoint", "https://huggingface.co")),
-                            token if token is None or isinstance(token, Secret) else Secret(str(token)))
+                            token if token is None or isinstance(token, Secret) else Secret(str(token)),
+                            variables.get("office_cache_trusted") is True)
         builder.verify_and_write()
     size = builder.manifest.size
     console.print(f"bundle {out}: {len(builder.manifest.files)} files, {size / 1024**2:.1f} MiB, "

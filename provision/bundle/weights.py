@@ -16,26 +16,30 @@ from pathlib import Path
 
 from provision.bundle.progress import Transfer
 from provision.errors import ProvisionError
+from provision.hub_token import AUTHORIZATION, OPENER, sends_token
 from provision.ops.hf_snapshot import HfSnapshotArgs, RepoFile, api_url, file_url, parse_file_list
 from provision.secrets import Secret
 
 CHUNK = 1024 * 1024
 
 
-def _request(url: str, token: Secret | None, offset: int = 0) -> urllib.request.Request:
+def _request(url: str, token: Secret | None, offset: int = 0, trusted_http: bool = False) -> urllib.request.Request:
+    """A GET of `url`, the token only where it may go (provision/hub_token.py: https, or a trusted http
+    mirror; a redirect to another origin drops it)."""
     request = urllib.request.Request(url)
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token.reveal()}")
+    if token is not None and sends_token(url, trusted_http):
+        request.add_header(AUTHORIZATION, f"Bearer {token.reveal()}")
     if offset:
         request.add_header("Range", f"bytes={offset}-")
     return request
 
 
-def file_list(endpoint: str, repo: str, revision: str, token: Secret | None) -> tuple[str, list[RepoFile], bytes]:
+def file_list(endpoint: str, repo: str, revision: str, token: Secret | None,
+              trusted_http: bool = False) -> tuple[str, list[RepoFile], bytes]:
     """(commit, files, the hub's answer as it came) for a revision."""
     args = HfSnapshotArgs(repo=repo, revision=revision, cache_dir="/unused", endpoint=endpoint, token=token)
     try:
-        with urllib.request.urlopen(_request(api_url(args), args.token), timeout=60) as answer:
+        with OPENER.open(_request(api_url(args), args.token, trusted_http=trusted_http), timeout=60) as answer:
             body = answer.read()
     except (urllib.error.URLError, OSError) as error:
         raise ProvisionError(f"cannot read the file list of {repo}@{revision} from {endpoint}: {error}") from error
@@ -60,7 +64,7 @@ def matches(repo_file: RepoFile, path: Path) -> bool:
 
 
 def fetch(endpoint: str, repo: str, commit: str, repo_file: RepoFile, target: Path, token: Secret | None,
-          transfer: Transfer) -> None:
+          transfer: Transfer, trusted_http: bool = False) -> None:
     """One file into `target`, resuming its `.part`; renamed only when its size and hash match."""
     args = HfSnapshotArgs(repo=repo, revision=commit, cache_dir="/unused", endpoint=endpoint)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -72,8 +76,8 @@ def fetch(endpoint: str, repo: str, commit: str, repo_file: RepoFile, target: Pa
     transfer.advance(have)
     if have < repo_file.size:
         try:
-            with urllib.request.urlopen(_request(file_url(args, commit, repo_file.path), token, have),
-                                        timeout=60) as answer:
+            with OPENER.open(_request(file_url(args, commit, repo_file.path), token, have, trusted_http),
+                             timeout=60) as answer:
                 if have and answer.status != 206:  # the server ignored the Range: start again
                     part.unlink()
                     transfer.advance(-have)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +20,7 @@ from provision.cli.inputs import (
     playbook_of,
     plays_of,
     read_inventory,
+    run_label,
     timeouts_of,
     trace_of,
 )
@@ -45,7 +45,7 @@ def write_document(args: argparse.Namespace, console: Console, result: RunResult
     if args.json_path:
         result.write_json(args.json_path)
     if args.json:
-        console.print_json(REDACTOR(json.dumps(result.document())))
+        console.print_json(REDACTOR.json(result.document()))
 
 
 def converge(args: argparse.Namespace, console: Console, inventory: Inventory, hosts: list[Host],
@@ -71,6 +71,7 @@ def converge(args: argparse.Namespace, console: Console, inventory: Inventory, h
         wait_lock_s=args.wait_lock,
         options=options,
         probe_memory=probe_memory.default_folder(),
+        command=run_label(args),
     )
     human = human_console(args, console)
     with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter, \
@@ -155,7 +156,7 @@ def cmd_facts(args: argparse.Namespace, console: Console) -> int:
         gathered = dict(pool.map(gather, hosts))
     failed = any(isinstance(v, str) for v in gathered.values())
     if args.json:
-        console.print_json(json.dumps(gathered, default=str))
+        console.print_json(REDACTOR.json(gathered))
         return EXIT_FAILED if failed else EXIT_OK
     for name, facts in gathered.items():
         table = Table(title=name, show_header=False, title_justify="left")

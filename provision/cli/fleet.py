@@ -10,7 +10,6 @@ the status script joined into one script.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -105,7 +104,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         result = runner.run([play])
     rows = plan_rows(result)
     if args.json:
-        console.print_json(json.dumps(rows))
+        console.print_json(REDACTOR.json(rows))
     else:
         console.print(plan_table(rows))
     return EXIT_OK if all(row["fits"] for row in rows.values()) else EXIT_FAILED
@@ -210,7 +209,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
                                                                                       markup=False)))
     for name, row in rows.items():
         human.print(bench_table(name, row))
-    document = REDACTOR(json.dumps({"settings": asdict(settings), "hosts": rows}, indent=2))
+    document = REDACTOR.json({"settings": asdict(settings), "hosts": rows}, indent=2)
     if args.json_path:
         args.json_path.write_text(document + "\n")
     if args.json:
@@ -358,7 +357,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         for name, cache in caches.items():
             rows[name]["office_cache"] = cache
-        console.print_json(json.dumps(rows, default=str))
+        console.print_json(REDACTOR.json(rows))
     else:
         if console.is_terminal:
             console.print(status_table(rows))

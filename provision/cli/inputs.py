@@ -56,6 +56,12 @@ def inventory_sources(args: argparse.Namespace) -> list[Path]:
     return sources
 
 
+def run_label(args: argparse.Namespace) -> str:
+    """What the run lock's holder record (on each host, for anyone who finds it held) says this run is:
+    the sub-command and the inventory, never the other arguments (`-e hf_token=...` is a secret)."""
+    return " ".join(["provision", args.command, *map(str, inventory_sources(args))])
+
+
 def read_inventory(args: argparse.Namespace) -> Inventory:
     """The inventory with the group_vars/host_vars next to it and next to the playbook, to list:
     nothing in it is rendered (a lookup is shown as written, as ansible-inventory does)."""

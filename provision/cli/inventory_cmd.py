@@ -8,13 +8,13 @@ contacted and no key file needs to exist.
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.console import Console
 
 from provision.cli.inputs import EXIT_OK, read_inventory
 from provision.errors import InputError
 from provision.inventory.listing import inventory_graph, inventory_list, plain
+from provision.secrets import REDACTOR
 
 
 def cmd_inventory(args: argparse.Namespace, console: Console) -> int:
@@ -23,11 +23,11 @@ def cmd_inventory(args: argparse.Namespace, console: Console) -> int:
     if args.host:
         if args.host not in inventory.hostvars:
             raise InputError(f"no host {args.host!r} in the inventory", inventory.path, key="--host")
-        print(json.dumps(plain(inventory.hostvars[args.host]), indent=4, sort_keys=True))
+        print(REDACTOR.json(plain(inventory.hostvars[args.host]), indent=4, sort_keys=True))
     elif args.graph:
         if args.graph not in inventory.groups:
             raise InputError(f"no group {args.graph!r} in the inventory", inventory.path, key="--graph")
         print(inventory_graph(inventory, hosts, args.graph))
     else:
-        print(json.dumps(inventory_list(inventory, hosts), indent=4, sort_keys=True))
+        print(REDACTOR.json(inventory_list(inventory, hosts), indent=4, sort_keys=True))
     return EXIT_OK

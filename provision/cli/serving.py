@@ -10,7 +10,6 @@ vLLM's own parser.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from provision.cli.inputs import (
     playbook_of,
     plays_of,
     roles_of,
+    run_label,
     timeouts_of,
     trace_of,
     validated_inventory,
@@ -70,7 +70,7 @@ def run_task_file(args: argparse.Namespace, console: Console, role_name: str, fi
     config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
                        trace=trace_of(args, console),
                        extra_vars={**parse_extra_vars(args.extra_vars), **extra}, timeouts=timeouts_of(args),
-                       lock=lock, wait_lock_s=getattr(args, "wait_lock", 0))
+                       lock=lock, wait_lock_s=getattr(args, "wait_lock", 0), command=run_label(args))
     with ConsoleReporter(human_console(args, console)) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
@@ -155,7 +155,7 @@ def rendered_of(args: argparse.Namespace) -> dict[str, list[str]]:
 def cmd_render(args: argparse.Namespace, console: Console) -> int:
     rendered = rendered_of(args)
     if args.json:
-        console.print_json(json.dumps(rendered))
+        console.print_json(REDACTOR.json(rendered))
         return EXIT_OK
     for host, argv in rendered.items():
         console.print(f"# {host}", highlight=False, markup=False)

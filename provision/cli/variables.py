@@ -111,7 +111,7 @@ def cmd_vars(args: argparse.Namespace, console: Console) -> int:
         variables = effective(host, inventory, defaults, extra_vars, specs)
         rows[host.name] = host_rows(variables, secret_names, evaluated(host, inventory, variables, secret_names))
     if args.json:
-        console.print_json(REDACTOR(json.dumps(rows, default=str)))
+        console.print_json(REDACTOR.json(rows))
         return EXIT_OK
     console.print(content.describe(getattr(args, "roles_path", None), getattr(args, "playbook", None)),
                   highlight=False, markup=False)

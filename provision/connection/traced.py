@@ -2,7 +2,8 @@
 
 A wrapper around any Connection, so SSH and local runs are traced alike. A script is shown by its
 first meaningful line and its length (whole scripts are long and travel on stdin); its output with
--vv is the last lines of stdout and stderr. Everything shown passes through the secrets redactor.
+-vv is the last lines of stdout and stderr. Everything shown passes through the secrets redactor,
+and the output of a probe that reads a secret (the API key's) is not shown at all.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from provision.connection.base import Connection, RunResult, checked
-from provision.secrets import REDACTOR
+from provision.secrets import REDACTOR, hide_secret_sections
 from provision.shell import Command
 
 WORD = re.compile(r"[A-Za-z]")
@@ -55,7 +56,8 @@ class TracedConnection:
         result = self.inner.run(script, **options)
         self.say(f"{self.host_name} | exit {result.rc} after {time.monotonic() - started:.1f}s")
         if self.verbosity >= 2:
-            for stream, text in (("out", result.stdout), ("err", result.stderr)):
+            # a secret probe's section is hidden: its value is not known to the redactor before it is parsed
+            for stream, text in (("out", hide_secret_sections(result.stdout)), ("err", result.stderr)):
                 for line in text.splitlines()[-OUTPUT_LINES:]:
                     self.say(REDACTOR(f"{self.host_name} | {stream}: {line}"))
         return result

@@ -24,7 +24,7 @@ from provision.errors import TaskFailed
 from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.scripting import atomic_write_script, probe_block
-from provision.secrets import Secret
+from provision.secrets import SECRET_PROBE, Secret
 from provision.shell import Command, parse_fields, quote
 
 PLACEHOLDER = "(generated when applied)"
@@ -61,8 +61,8 @@ class GeneratedSecretOperation(Operation):
 
     def probe(self, args: GeneratedSecretArgs) -> Probe[Secret | None]:
         path = quote(args.path)
-        return Probe(probe_block(f'if [ -s {path} ]; then echo "value=$(base64 -w0 < {path})"; else echo value=; fi'),
-                     partial(parse_secret, args.path))
+        body = f'if [ -s {path} ]; then echo "value=$(base64 -w0 < {path})"; else echo value=; fi'
+        return Probe(SECRET_PROBE + probe_block(body), partial(parse_secret, args.path))
 
     def plan(self, args: GeneratedSecretArgs, facts: Any, kept: Secret | None) -> Plan:
         if kept is not None:

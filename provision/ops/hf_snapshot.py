@@ -35,6 +35,7 @@ from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
 from provision.escape import control_character, curl_config_string
+from provision.hub_token import sends_token
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem, require_url
 from provision.ops.scripting import probe_block
@@ -61,6 +62,8 @@ class HfSnapshotArgs(OpArgs):
     cache_dir: AbsolutePath
     endpoint: str = "https://huggingface.co"
     token: Secret | None = None
+    # the token over plain http too: the user marked this mirror trusted (provision/hub_token.py)
+    token_over_http: bool = False
     attempts: int = Field(default=3, ge=1, le=20)
 
     @field_validator("repo")
@@ -103,6 +106,11 @@ class HfSnapshotArgs(OpArgs):
     def manifests(self) -> str:
         """Beside the cache, not in it (huggingface_hub's cache scan would call a stranger corrupt)."""
         return posixpath.join(posixpath.dirname(self.cache_dir), ".provision", posixpath.basename(self.storage))
+
+    @property
+    def sent_token(self) -> Secret | None:
+        """The token where it may travel to the endpoint, else None (the request goes without it)."""
+        return self.token if sends_token(self.endpoint, self.token_over_http) else None
 
     @property
     def is_commit(self) -> bool:
@@ -174,7 +182,7 @@ fi
 echo "complete=$complete"
 if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
   if command -v curl >/dev/null 2>&1; then
-    {auth_function(args.token)}
+    {auth_function(args.sent_token)}
     out=$(mktemp); err=$(mktemp)
     code=$(auth | curl -sS -K - --connect-timeout 15 --max-time 60 -o "$out" -w '%{{http_code}}' \\
       -- {quote(api_url(args))} 2>"$err") && rc=0 || rc=$?
@@ -258,7 +266,13 @@ def api_failure(args: HfSnapshotArgs, status: str, error: str, body: str) -> str
     if status in ("", "000"):
         return f"cannot reach {args.endpoint} from the host: {error.strip() or 'no answer'}"
     if status in ("401", "403"):
-        hint = "the token was refused" if args.token else "set hf_token (a token with access to the repository)"
+        if args.sent_token:
+            hint = "the token was refused"
+        elif args.token:
+            hint = (f"hf_token is not sent over plain http to {args.endpoint}: use https, or set "
+                    "office_cache_trusted: true if that mirror is on a network you trust")
+        else:
+            hint = "set hf_token (a token with access to the repository)"
         return f"the hub refused access to {args.repo} (HTTP {status}): {hint}"
     if status == "404":
         return f"{args.repo} at revision {args.revision!r} was not found on {args.endpoint} (HTTP 404)"
@@ -427,7 +441,7 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
         'exec 9>"$manifests/lock"',
         'if ! flock -n 9; then echo "waiting for another download of this repository on the host" >&2; '
         'flock -w 3600 9; fi',
-        auth_function(args.token),
+        auth_function(args.sent_token),
         'errors=$(mktemp); curl_pid=""',
         # a vanished tool (killed, connection lost) breaks stdout: stop curl and leave the .part
         """trap 'if [ -n "$curl_pid" ]; then kill "$curl_pid" 2>/dev/null; fi; rm -f -- "$errors"' EXIT""",

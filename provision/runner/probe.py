@@ -12,12 +12,13 @@ from collections.abc import Iterable
 
 from provision.connection.base import Connection
 from provision.errors import CommandFailed
+from provision.secrets import SECRET_PROBE, hide_secret_sections
 
 
 def build_script(snippets: Iterable[str], token: str) -> str:
     """One script that runs every snippet, each in a process of its own (a background job, or a
     subshell one by one) with stdin closed, and prints their outputs in order, each behind its
-    marker line.
+    marker line (labelled `secret` for a snippet that prints one: traces and errors hide that section).
 
     The snippets run at once (they only read the host, so none depends on another), each into its
     own file of a private temp folder, printed in order when all are done: a converged host costs
@@ -28,7 +29,8 @@ def build_script(snippets: Iterable[str], token: str) -> str:
     snippets = list(snippets)
     parts = ["set +e +u +o pipefail"]
     for index, snippet in enumerate(snippets):
-        parts.append(f"_probe{index}() {{ echo '@@{token} {index}'\n{{ {snippet}\n}} </dev/null\n}}")
+        label = f"{index} secret" if snippet.startswith(SECRET_PROBE) else str(index)
+        parts.append(f"_probe{index}() {{ echo '@@{token} {label}'\n{{ {snippet}\n}} </dev/null\n}}")
     indexes = " ".join(str(index) for index in range(len(snippets)))
     # a background job is a process of its own already; one by one, each gets a subshell
     one_by_one = f'for _i in {indexes}; do ( "_probe$_i" ); done'
@@ -94,6 +96,7 @@ class ProbeCache:
         try:
             outputs = split_output(result.stdout, token, len(wanted))
         except ValueError as error:
-            raise CommandFailed(command="(state probe)", exit_code=result.rc, stdout=result.stdout,
+            raise CommandFailed(command="(state probe)", exit_code=result.rc,
+                                stdout=hide_secret_sections(result.stdout),
                                 stderr=f"{result.stderr}\n{error}", host=conn.host_name) from error
         self._outputs.update(zip(wanted, outputs, strict=True))

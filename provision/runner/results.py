@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -104,5 +103,5 @@ class RunResult:
         }
 
     def write_json(self, path: Path) -> None:
-        text = REDACTOR(json.dumps(self.document(), indent=2))
+        text = REDACTOR.json(self.document(), indent=2)
         path.write_text(text + "\n")

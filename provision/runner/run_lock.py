@@ -1,14 +1,16 @@
 """One run per host: a lock on the host, held by a session of the run, with a heartbeat.
 
 The lock script (run_lock.sh) is started on its own channel right after connecting, beside the facts
-probe (no extra wait): it takes flock(2) on /var/lib/provision/run.lock, records who holds it
-(controller host, pid, the pid's start time, the command) and writes a beat every second for as long
-as the run's controller keeps the channel open. A controller that closes the channel (a run that
-ends) releases the lock at once (the holder reads end of file on its stdin: a rerun right after
-finds it free); one that dies or loses the network releases it by itself (the holder's next write
-fails). A second run is refused at once naming
-the holder, or waits (`--wait-lock SECONDS`). A holder whose controller is provably gone — the same
-controller machine, and that pid no longer runs with that start time — is ended and the lock taken.
+probe (no extra wait): it takes flock(2) on /var/lib/provision/run.lock, records who holds it in
+run.holder.json (root's, 0600: the controller's id and host, pid, the pid's start time, and the
+sub-command and inventory only, never `-e` values or other arguments, which may be secrets) and
+writes a beat every second for as long as the run's controller keeps the channel open. A controller
+that closes the channel (a run that ends) releases the lock at once (the holder reads end of file
+on its stdin: a rerun right after finds it free); one that dies or loses the network releases it by
+itself (the holder's next write fails). A second run is refused at once naming the holder, or waits
+(`--wait-lock SECONDS`). A holder whose controller is provably gone — the same controller (its id:
+a random id kept in the user's controller cache, so two containers or machines with one hostname
+are told apart), and that pid no longer runs with that start time — is ended and the lock taken.
 
 The beat is also the run's liveness signal: when no beat arrives for `silent_after_s`, the host is
 silent (packets dropped, host hung) and the watchdog closes the connection, so the command in flight
@@ -22,8 +24,8 @@ import binascii
 import json
 import os
 import re
+import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from provision import interrupt
+from provision import controller_cache, interrupt
 from provision.connection.base import Connection, LineStream
 from provision.errors import ProvisionError
 from provision.shell import parse_fields
@@ -40,6 +42,7 @@ from provision.shell import parse_fields
 LOCK_DIR = "/var/lib/provision"
 # the unit of an upgrade guard (provision/vllm/guard.py) as its holder record names it
 GUARD_UNIT = re.compile(r"^provision-guard-[A-Za-z0-9_.@-]+$")
+CONTROLLER_ID = re.compile(r"^[0-9a-f]{32}$")
 ANSWER_TIMEOUT_S = 30.0
 POLL_S = 2.0
 
@@ -62,10 +65,24 @@ def process_start(pid: int) -> str:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
+def controller_id(path: Path | None = None) -> str:
+    """This controller's id: random, made once and kept in the user's controller cache (0600). A
+    controller that cannot keep it gets a new one per run: its orphaned holders are then never
+    provably gone (they still end by themselves, at their next beat's failed write)."""
+    path = path or controller_cache.folder("identity") / "controller-id"
+    kept = (controller_cache.read(path) or b"").decode(errors="replace").strip()
+    if CONTROLLER_ID.match(kept):
+        return kept
+    made = secrets.token_hex(16)
+    controller_cache.write(path, made.encode())
+    return made
+
+
 def this_controller(command: str) -> dict[str, Any]:
     """Who we are, as the holder record names it."""
     pid = os.getpid()
-    return {"controller_host": socket.gethostname(), "controller_pid": pid, "controller_pid_start": process_start(pid),
+    return {"controller_id": controller_id(), "controller_host": socket.gethostname(), "controller_pid": pid,
+            "controller_pid_start": process_start(pid),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": command}
 
 
@@ -77,12 +94,12 @@ def describe_holder(holder: dict[str, Any]) -> str:
             f"(since {holder.get('started', '?')}, `{holder.get('command', '?')}`)")
 
 
-def provably_gone(holder: dict[str, Any], local_host: str, alive: Callable[[int, str], bool]) -> bool:
-    """True only when the holder's controller ran on this machine and its process is gone (pid not
-    running, or running with another start time: reused). A holder from another machine is never
-    provably gone from here."""
+def provably_gone(holder: dict[str, Any], local_id: str, alive: Callable[[int, str], bool]) -> bool:
+    """True only when the holder's controller is this one (its id, not its hostname: two containers
+    may share one) and its process is gone (pid not running, or running with another start time:
+    reused). A holder from another controller, or one without an id, is never provably gone from here."""
     pid = holder.get("controller_pid")
-    if holder.get("controller_host") != local_host or not isinstance(pid, int):
+    if holder.get("controller_id") != local_id or not local_id or not isinstance(pid, int):
         return False
     return not alive(pid, str(holder.get("controller_pid_start", "")))
 
@@ -120,7 +137,7 @@ def parse_answer(lines: list[str]) -> Answer:
 class RunLock:
     """The run lock of one host, and the watchdog of its beat."""
 
-    def __init__(self, host_name: str, command: str = " ".join(["provision", *sys.argv[1:]]),
+    def __init__(self, host_name: str, command: str = "provision",
                  wait_s: float = 0, silent_after_s: float = 20,
                  progress: Callable[[str], None] | None = None, lock_dir: str = LOCK_DIR) -> None:
         self.host_name = host_name
@@ -206,7 +223,7 @@ class RunLock:
                 return waited
             waited = True
             holder = answer.holder
-            if provably_gone(holder, self.me["controller_host"], local_process_alive) and holder.get("lock_pid"):
+            if provably_gone(holder, self.me["controller_id"], local_process_alive) and holder.get("lock_pid"):
                 self.progress(f"the run lock was held by {describe_holder(holder)}, which is gone: taking it over")
                 self.start(conn, break_pid=int(holder["lock_pid"]))
                 continue

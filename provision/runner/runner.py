@@ -43,6 +43,8 @@ class RunConfig:
     lock: bool | None = None  # take the run lock on each host (None: unless in check mode)
     wait_lock_s: float = 0
     probe_memory: Path | None = None  # remember each host's probes here between runs (None: do not)
+    #: what the run lock's holder record says this run is: the sub-command and the inventory, no values
+    command: str = "provision"
 
 
 def memory_key(host: Host) -> str:
@@ -89,7 +91,8 @@ class Runner:
             self.results[host.name] = HostResult(host.name)
             state = HostState(host.name, connect=self.connector(host))
             if locking:
-                state.lock = RunLock(host.name, wait_s=config.wait_lock_s, silent_after_s=config.timeouts.silent_s,
+                state.lock = RunLock(host.name, config.command, wait_s=config.wait_lock_s,
+                                     silent_after_s=config.timeouts.silent_s,
                                      progress=lambda text, n=host.name: self.reporter.progress(n, text, None, None))
             if config.probe_memory is not None:
                 state.memory = ProbeMemory(config.probe_memory, memory_key(host))

@@ -35,7 +35,8 @@ def fleet_images(lab: Lab) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def laptop(gpu_host, gpu_inventory, fleet_images, hub, tmp_path_factory) -> Iterator[Laptop]:
     host = gpu_host(HostTraits(), prefix="fleet")
-    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "vllm_image": fleet_images["ok"],
+    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "office_cache_trusted": True,
+            "vllm_image": fleet_images["ok"],
             "served_model_name": SERVED, "vllm_ready_timeout": 180, "smoke_timeout": 60}
     laptop = Laptop(host, tmp_path_factory.mktemp("fleet"), gpu_inventory, base)
     yield laptop

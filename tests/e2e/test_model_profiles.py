@@ -35,7 +35,7 @@ def deployed(gpu_host, gpu_inventory, vllm_images, qwen_hub, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("profiles")
     host = gpu_host(HostTraits(), prefix="qwen")
     laptop = Laptop(host, tmp, gpu_inventory, {
-        "model": PROFILE, "hf_endpoint": hub_endpoint(qwen_hub), "hf_token": HF_TOKEN,
+        "model": PROFILE, "hf_endpoint": hub_endpoint(qwen_hub), "hf_token": HF_TOKEN, "office_cache_trusted": True,
         "vllm_image": vllm_images["ok"], "vllm_ready_timeout": 180, "smoke_timeout": 60})
     return laptop, laptop.up("first")
 

@@ -10,7 +10,9 @@ The steps build on each other through module fixtures, so any single test can ru
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from provision.shell import quote
 from tests.e2e.helpers import Run, provision
 from tests.lab import Lab, LabHost
 from tests.lab.net import MACHINE_FROM_HOSTS
@@ -83,6 +86,8 @@ class Laptop:
         self.base_vars = base_vars
         self.runs: list[Run] = []
         self.timings: list[str] = []
+        self.cache = tmp / "controller-cache"  # this laptop's runs' own, searched for secrets at the end
+        self.env = {"PROVISION_CACHE_DIR": str(self.cache)}
         self.inventory = self.set_vars()
 
     def set_vars(self, **overrides: Any) -> Path:
@@ -92,7 +97,7 @@ class Laptop:
 
     def run(self, *args: str, name: str) -> Run:
         started = time.monotonic()
-        run = provision(*args, json_path=self.tmp / f"{name}.json")
+        run = provision(*args, json_path=self.tmp / f"{name}.json", env=self.env)
         (self.tmp / f"{name}.out").write_text(run.output)
         host = (run.results or {}).get("hosts", {}).get(self.host.name, {})
         self.timings.append(f"{name}: {time.monotonic() - started:.1f}s, exit {run.returncode}, "
@@ -108,7 +113,8 @@ class Laptop:
 def laptop(gpu_host, gpu_inventory, vllm_images, hub, tmp_path_factory) -> Iterator[Laptop]:
     tmp = tmp_path_factory.mktemp("serving")
     host = gpu_host(HostTraits(), prefix="serve")
-    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "vllm_image": vllm_images["ok"],
+    base = {"hf_endpoint": hub_endpoint(hub), "hf_token": HF_TOKEN, "office_cache_trusted": True,
+            "vllm_image": vllm_images["ok"],
             "served_model_name": SERVED, "vllm_ready_timeout": 180, "smoke_timeout": 60,
             # the stand-in image and weights take MiB, not the real 60 GiB; the lab's hosts share this
             # machine's disk, which the whole suite fills (58 GiB free was seen at this point of a CI run)
@@ -406,22 +412,46 @@ def test_a_killed_download_resumes_on_the_next_run(killed_download):
     assert HF_TOKEN not in killed_download["ps"]
 
 
-def secret_leaks(laptop: Laptop, key: str) -> list[str]:
-    """Where the HF token or the API key shows up but must not: every run's output and --json
-    document, the host's journal, docker logs and inspect, the container's env, the unit, the env
-    file, the record, `ps`, and any file a non-root user can read. Empty when they stay in."""
+def encoded_forms(secret: str) -> list[str]:
+    """The secret as is, and the base64 text its bytes alone decide at each of the 3 alignments it can
+    have inside a longer encoded text (the first and last 4-character group of each dropped: they
+    mix in the neighbouring bytes), standard and URL-safe."""
+    forms = [secret]
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + secret.encode()).decode()[4:-4]
+        forms += [encoded, encoded.replace("+", "-").replace("/", "_")]
+    return forms
+
+
+def found_in(text: str, secrets_: list[str]) -> list[str]:
+    """Which secrets the text holds, in any of their encoded forms."""
+    return [secret for secret in secrets_ if any(form in text for form in encoded_forms(secret))]
+
+
+def secret_leaks(laptop: Laptop, key: str, *others: str) -> list[str]:
+    """Where the HF token, the API key or `others` (a become password) show up, as is or base64, but
+    must not: every run's output and --json document, the controller's cache folder, the host's
+    journal, docker logs and inspect, the container's env, the unit, the env file, the record, the
+    run lock's holder record, `ps`, and every file of the host outside root-only (0600/0400) ones,
+    where only the API key may be. Empty when they stay in."""
     host, leaks = laptop.host, []
+    wanted = [HF_TOKEN, key, *others]
     for run in laptop.runs:
-        if any(HF_TOKEN in line or key in line for line in run.output.splitlines()):
-            leaks.append(f"the output of a run ({run.output[:80]!r}...)")
-        if HF_TOKEN in json.dumps(run.results) or key in json.dumps(run.results):
+        if found := found_in(run.output, wanted):
+            leaks.append(f"the output of a run ({run.output[:80]!r}...): {len(found)} secret(s)")
+        document = json.dumps(run.results, ensure_ascii=False) + json.dumps(run.results)
+        if found_in(document, wanted):
             leaks.append("a --json document")
+    for path in sorted(p for p in laptop.cache.rglob("*") if p.is_file()):
+        if found_in(path.read_bytes().decode("latin-1"), wanted):
+            leaks.append(f"the controller cache: {path.relative_to(laptop.cache)}")
     places = {
         "journal": "journalctl --no-pager -o cat",
         "docker logs": "docker logs vllm 2>&1",
         "unit": f"cat {UNIT}",
         "ps": "ps -eo args",
         "release record": "cat /var/lib/provision/vllm/release.json",
+        "run lock's holder record": "cat /var/lib/provision/run.holder.json",
         "docker inspect": "docker inspect vllm",
         "env file": "cat /etc/provision/vllm/vllm.env",
         "container's env": "docker exec vllm env",
@@ -430,20 +460,49 @@ def secret_leaks(laptop: Laptop, key: str) -> list[str]:
         text = host.exec(command)[1]
         if not text.strip():
             leaks.append(f"nothing read from the {place} (cannot tell)")
-        elif HF_TOKEN in text or key in text:
+        elif found_in(text, wanted):
             leaks.append(f"the {place}")
-    readable = host.exec(f"cd / && su nobody -s /bin/bash -c 'grep -rIl -e {key} -e {HF_TOKEN} /etc /var /run /tmp "
+    holder_mode = host.exec("stat -c '%U %a' /var/lib/provision/run.holder.json")[1].strip()
+    if holder_mode != "root 600":
+        leaks.append(f"the run lock's holder record is {holder_mode}, not root 600")
+    forms = [form for secret in wanted for form in encoded_forms(secret)]
+    assert all(re.fullmatch(r"[\w+/=-]+", form) for form in forms), "the lab's secrets are shell words"
+    patterns = " ".join(f"-e {form}" for form in forms)
+    readable = host.exec(f"cd / && su nobody -s /bin/bash -c 'grep -rIlF {patterns} /etc /var /run /tmp "
                          "/root /home 2>/dev/null' || true")[1].strip()
     if readable:
         leaks.append(f"files a non-root user can read: {readable}")
-    token_on_disk = host.exec(f"grep -rIl -e {HF_TOKEN} /etc /var/lib/provision /run /root 2>/dev/null || true")[1]
-    if token_on_disk.strip():
-        leaks.append(f"the Hugging Face token written on the host: {token_on_disk.strip()}")
+    # every file holding one, as root (docker's image layers aside: inspect and env are read above)
+    holding = host.exec(f"grep -rIlF --exclude-dir=docker --exclude-dir=containerd {patterns} /etc /var /run /tmp "
+                        "/root /home 2>/dev/null | xargs -r stat -c '%U %a %n' || true")[1]
+    key_forms = encoded_forms(key)
+    for line in holding.splitlines():
+        owner, mode, path = line.split(" ", 2)
+        text = host.exec(f"cat -- {quote(path)}")[1]
+        if found_in(text, [HF_TOKEN, *others]):
+            leaks.append(f"the Hugging Face token or the become password written on the host: {path}")
+        elif not (owner == "root" and mode in ("600", "400") and any(form in text for form in key_forms)):
+            leaks.append(f"a file that is not root-only holds the API key: {line}")
     return leaks
 
 
+BECOME_PASSWORD = "pw-" + secrets.token_hex(10)
+
+
 def test_secrets_appear_nowhere(killed_download, laptop, served):
+    """After every run of this module plus a -vv rerun (the hub and the model of the module again, a
+    become password in the inventory, the token again with -e, which the run lock's holder record
+    must not keep), `render --json` and `vars --json`: no secret anywhere but the API key's
+    root-only files. (The login is root: the become password is known to the run, never sent.)"""
     host, key = laptop.host, served["key"]
+    laptop.set_vars(ansible_become_password=BECOME_PASSWORD)
+    verbose = laptop.up("verbose", "-vv", "-e", f"hf_token={HF_TOKEN}")
+    assert verbose.returncode == 0, verbose.output[-3000:]
+    assert f"{host.name} | out: " in verbose.output, "the -vv trace shows the hosts' output"
+    for command in ("render", "vars"):
+        shown = provision(command, str(laptop.inventory), "--json", env=laptop.env)
+        assert shown.returncode == 0, shown.output
+        laptop.runs.append(shown)
     assert laptop.runs, "no runs recorded"
-    assert secret_leaks(laptop, key) == []
+    assert secret_leaks(laptop, key, BECOME_PASSWORD) == []
     assert sh(host, f"cat {KEY_FILE}") == key and sh(host, f"stat -c '%U %a' {KEY_FILE}") == "root 600"

@@ -87,6 +87,7 @@ def up_laptop(lab: Lab) -> None:
         "nvidia_kernel_headers": {"debian": [], "ubuntu": []}, "nvidia_dkms_packages": [],
         "docker_insecure_registries": [lab.registry.address_for_hosts], "container_toolkit_check_image": checker,
         "hf_endpoint": f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", "hf_token": token,
+        "office_cache_trusted": True,
         "vllm_image": images["ok"], "vllm_ready_timeout": 300})
     print(f"\nlaptop {host.name} up in {time.monotonic() - started:.0f} s; inventory {inventory}:")
     shown = {**yaml.safe_load(inventory.read_text())["all"]["vars"], "hf_token": "*** (in the file)"}

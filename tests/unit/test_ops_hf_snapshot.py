@@ -127,7 +127,7 @@ def hub(tmp_path: Path) -> Iterator[RunningHub]:
 def converge(hub: RunningHub, cache: Path, **extra: object) -> list[tuple[object, ...]]:
     """Probe, plan, apply here until converged; returns the progress reports."""
     progress: list[tuple[object, ...]] = []
-    op_args = args(cache_dir=str(cache), endpoint=hub.url, token=TOKEN, **extra)
+    op_args = args(cache_dir=str(cache), endpoint=hub.url, token=TOKEN, token_over_http=True, **extra)
     for _ in range(5):
         result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
         if not result.changed:
@@ -226,7 +226,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_disk_filled_after_the_probe_is_reported_with_path_filesystem_free_and_needed(hub: RunningHub,
                                                                                         small_disk: Path) -> None:
     """Before: curl's "(23) Failure writing output". The free space is checked again before each file."""
-    op_args = args(cache_dir=str(small_disk / "hub"), endpoint=hub.url, token=TOKEN)
+    op_args = args(cache_dir=str(small_disk / "hub"), endpoint=hub.url, token=TOKEN, token_over_http=True)
     result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
     assert result.changed, "the probe saw enough space for the 2 MiB download"
     (small_disk / "filler").write_bytes(b"\0" * (3 * MIB + 512 * 1024))  # another process fills the disk

@@ -76,11 +76,13 @@ def test_a_holder_whose_controller_is_provably_gone_is_ended(tmp_path: Path):
     assert any("which is gone: taking it over" in note for note in notes)
 
 
-def test_only_a_local_dead_controller_is_provably_gone():
-    holder = {"controller_host": "laptop-7", "controller_pid": 42, "controller_pid_start": "100"}
-    assert provably_gone(holder, "laptop-7", lambda pid, start: False)
-    assert not provably_gone(holder, "laptop-7", lambda pid, start: True)
-    assert not provably_gone(holder, "ci-runner", lambda pid, start: False)  # another machine: unknowable
+def test_only_this_controllers_dead_process_is_provably_gone():
+    mine, other = "a" * 32, "b" * 32
+    holder = {"controller_id": mine, "controller_host": "laptop-7", "controller_pid": 42, "controller_pid_start": "100"}
+    assert provably_gone(holder, mine, lambda pid, start: False)
+    assert not provably_gone(holder, mine, lambda pid, start: True)
+    assert not provably_gone(holder, other, lambda pid, start: False)  # another controller: unknowable
+    assert not provably_gone({**holder, "controller_id": ""}, "", lambda pid, start: False)  # no id: never
     assert "controller laptop-7 pid 42" in describe_holder(holder)
 
 

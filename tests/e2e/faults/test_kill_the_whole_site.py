@@ -54,7 +54,8 @@ def slow_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningHub]:
 @pytest.fixture(scope="module")
 def site_laptop(gpu_host, gpu_inventory, vllm_images, slow_hub, tmp_path_factory) -> Laptop:
     host = gpu_host(HostTraits(nouveau_at_boot=True), prefix="site")
-    base = {"hf_endpoint": hub_endpoint(slow_hub), "hf_token": HF_TOKEN, "vllm_image": vllm_images["ok"],
+    base = {"hf_endpoint": hub_endpoint(slow_hub), "hf_token": HF_TOKEN, "office_cache_trusted": True,
+            "vllm_image": vllm_images["ok"],
             "vllm_ready_timeout": 180, "smoke_timeout": 60, "nvidia_reboot": "auto",
             # ready 6 s after start: the readiness wait lasts long enough to be cut
             "vllm_docker_run_options": ["--gpus", "all", "--ipc=host", "-e", "STANDIN_READY_DELAY=6"]}
