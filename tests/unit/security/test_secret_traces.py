@@ -220,13 +220,15 @@ def test_a_controller_with_the_same_hostname_does_not_end_anothers_holder(tmp_pa
 
 def test_the_controller_id_is_random_kept_0600_in_the_users_cache(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision import controller_cache
     from provision.runner.run_lock import controller_id
 
     monkeypatch.setenv("PROVISION_CACHE_DIR", str(tmp_path / "cache"))
     first = controller_id()
     assert controller_id() == first and len(first) == 32
     kept = next((tmp_path / "cache").rglob("controller-id"))
-    assert kept.read_text() == first and stat.S_IMODE(kept.stat().st_mode) == 0o600
+    # kept as every cache entry is: behind its HMAC (controller_cache.read checks it)
+    assert controller_cache.read(kept) == first.encode() and stat.S_IMODE(kept.stat().st_mode) == 0o600
     monkeypatch.setenv("PROVISION_CACHE_DIR", str(tmp_path / "another"))
     assert controller_id() != first
 
