@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provision.errors import InputError
+from provision.input_files import read_input_text
 from provision.inventory.hostnames import HostPatternError, split_port
 from provision.inventory.suggest import did_you_mean
 
@@ -136,9 +137,9 @@ def _expand_files(patterns: list[str], source: Path) -> list[str]:
             continue
         path = Path(pattern[1:]).expanduser()
         try:
-            lines = path.read_text(encoding="utf-8").split("\n")
-        except OSError as error:
-            raise InputError(f"cannot read the limit file: {error.strerror}", path, key="--limit") from None
+            lines = read_input_text(path).split("\n")
+        except InputError as error:
+            raise InputError(f"cannot read the limit file: {error.message}", path, error.line, "--limit") from None
         expanded.extend(line.strip() for line in lines if line.strip())
     return expanded
 

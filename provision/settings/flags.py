@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provision.errors import InputError
+from provision.input_files import read_input_text
 
 PROGRAM = "# program:"
 
@@ -44,7 +45,7 @@ def load_flag_list(path: Path) -> FlagList:
     kinds: dict[str, str] = {}
     off: set[str] = set()
     version = ""
-    for line in path.read_text().splitlines():
+    for line in read_input_text(path).splitlines():
         if line.startswith("#"):
             if line.startswith(PROGRAM):
                 version = line.removeprefix(PROGRAM).strip()
