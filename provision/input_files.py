@@ -30,10 +30,11 @@ def read_input_bytes(path: Path) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise _open_error(path, error) from None
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise InputError(f"not a regular file ({_kind(mode)}): give the path of a file", path)
     with os.fdopen(descriptor, "rb") as handle:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputError(f"not a regular file ({_kind(mode)}): give the path of a file", path)
         try:
             data = handle.read(MAX_INPUT_BYTES + 1)
         except OSError as error:
