@@ -111,20 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # paramiko logs every failed attempt with a traceback; retries and errors are reported by us
     logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
-    from rich.console import Console  # after parsing: --help and usage errors need none of it
+    from provision.cli.consoles import plain_console, styled  # after parsing: --help needs no rich
 
-    console = Console(stderr=False)
-    errors = Console(stderr=True)
+    console = plain_console()
+    errors = plain_console(stderr=True)
     try:
         return handler_of(args)(args, console)
     except InputError as error:
-        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False, soft_wrap=True)
+        errors.print(styled("error:", "bold red", f" {REDACTOR(str(error))}"), highlight=False, soft_wrap=True)
         return EXIT_INPUT
     except ProvisionError as error:
-        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False, soft_wrap=True)
+        errors.print(styled("error:", "bold red", f" {REDACTOR(str(error))}"), highlight=False, soft_wrap=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        errors.print("[bold red]interrupted[/]")
+        errors.print(styled("interrupted", "bold red"))
         return 130
 
 

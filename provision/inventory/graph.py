@@ -20,10 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InputError
+from provision.inventory.hostnames import unprintable_in
 from provision.inventory.model import Origin
 
 PRIORITY_KEY = "ansible_group_priority"
 MAX_GROUP_DEPTH = 50
+
+
+def refuse_unprintable(host: str, origin: Origin) -> None:
+    """InputError at `origin` when the host name `host` holds a character that does not show as itself."""
+    character = unprintable_in(host)
+    if character:
+        raise InputError(f"host name {host!r} holds {character}, a character that does not show as itself"
+                         " (a control, bidi or zero-width character): write the name in plain text",
+                         origin.file, origin.line, origin.key)
 
 
 @dataclass
@@ -63,13 +73,15 @@ class InventoryGraph:
         self.add_child("all", "ungrouped", self.groups["all"].origin)
 
     def add_group(self, name: str, origin: Origin) -> Group:
-        if not name or any(c.isspace() for c in name):
-            raise InputError(f"{name!r} is not a group name", origin.file, origin.line, origin.key)
+        if not name or any(c.isspace() for c in name) or unprintable_in(name):
+            raise InputError(f"{name!r} is not a group name (no spaces, control or bidi characters)",
+                             origin.file, origin.line, origin.key)
         return self.groups.setdefault(name, Group(name, origin))
 
     def add_host(self, name: str, group: str | None, origin: Origin, port: int | None = None) -> Node:
         """The host `name` (created on first sight, when `port` is its ansible_port), added to `group`."""
         if name not in self.hosts:
+            refuse_unprintable(name, origin)
             self.hosts[name] = Node(name, origin)
             if port is not None:
                 self.hosts[name].set("ansible_port", port, origin)
