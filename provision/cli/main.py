@@ -108,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    undecodable = next((arg for arg in argv if any("\udc80" <= c <= "\udcff" for c in arg)), None)
+    if undecodable is not None:  # Python keeps bytes that are not UTF-8 as lone surrogates; nothing can print them
+        print(f"provision: error: an argument is not UTF-8 text: {undecodable!r}", file=sys.stderr)
+        return EXIT_INPUT
     args = build_parser().parse_args(argv)
     # paramiko logs every failed attempt with a traceback; retries and errors are reported by us
     logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)

@@ -33,7 +33,7 @@ def refuse_unprintable(host: str, origin: Origin) -> None:
     if character:
         raise InputError(f"host name {host!r} holds {character}, a character that does not show as itself"
                          " (a control, bidi or zero-width character): write the name in plain text",
-                         origin.file, origin.line, origin.key)
+                         origin.file, origin.line)
 
 
 @dataclass
@@ -102,7 +102,7 @@ class InventoryGraph:
         if key == PRIORITY_KEY:
             try:
                 self.groups[group].priority = int(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise InputError(f"expected an integer, got {value!r}", origin.file, origin.line, key) from None
             return
         self.groups[group].set(key, value, origin)

@@ -82,6 +82,9 @@ def _match(inventory: Inventory, pattern: str) -> list[str]:
     if pattern in host_names:
         return [pattern]
     pattern = pattern[1:] if pattern[0] in "!&" else pattern
+    if not pattern:
+        raise InputError("a lone ! or & names nothing: write !GROUP or &GROUP (or a host)", inventory.path,
+                         key="--limit")
     expression, subscript = _split_subscript(pattern)
     matched = _enumerate(inventory, expression, host_names)
     if not matched:
