@@ -38,7 +38,7 @@ from provision.secrets import REDACTOR, Secret
 
 YamlPath = tuple[Hashable, ...]
 MERGE_TAG = "tag:yaml.org,2002:merge"
-# the shipped roles nest 7 deep, an inventory's groups 2 levels a group; libyaml itself stops at 10 000
+# the shipped roles nest 7 deep, an inventory's groups 2 levels a group; libyaml itself stops at 1000
 MAX_DEPTH = 100
 MAX_ALIAS_VALUES = 400_000
 
