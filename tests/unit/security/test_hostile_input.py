@@ -35,6 +35,7 @@ DEPTH_LIMIT = "nested deeper than 100 levels of lists and mappings (the limit)"
 HOSTS_LIMIT = "more than 10,000 hosts, the limit for one pattern"
 SIZE_LIMIT = "larger than 16 MiB, the limit for an input file"
 HOST_FILE = "address: 127.0.0.1\nuser: ops\n"
+NOBODY_LISTENS = "address: 127.0.0.1\nport: 1\nuser: ops\n"  # connection refused at once
 
 
 def write(folder: Path, name: str, text: str | bytes) -> Path:
@@ -271,6 +272,15 @@ CASES: dict[str, Case] = {
                                 ("--limit: a lone ! or & names nothing",)),
     "a lone & in --limit": Case(lambda d: ["inventory", "--list", "-i", ini(d), "--limit", "lab1:&"],
                                 ("--limit: a lone ! or & names nothing",)),
+    # numbers and paths on the command line
+    "--forks 0": Case(lambda d: ["up", "--check", "--forks", "0", str(write(d, "host.yaml", NOBODY_LISTENS))],
+                      ("argument --forks: expected at least 1, got 0",)),
+    "--connect-timeout nan": Case(
+        lambda d: ["up", "--check", "--connect-timeout", "nan", str(write(d, "host.yaml", NOBODY_LISTENS))],
+        ("argument --connect-timeout: expected a finite number of at least 0, got 'nan'",)),
+    "--json-file a folder": Case(
+        lambda d: ["up", "--check", "--json-file", str(d), str(write(d, "host.yaml", NOBODY_LISTENS))],
+        ("argument --json-file: '{tmp}' is a folder: give the path of a file",)),
 }
 
 
