@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 COLON_SEPARATED = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 GLOB_MARKS = (".", "?", "*", "[")
+REGEX_SECONDS = 2.0
 
 
 def split_patterns(limit: str) -> list[str]:
@@ -124,11 +129,40 @@ def _enumerate(inventory: Inventory, pattern: str, host_names: list[str]) -> lis
         regex = re.compile(pattern[1:] if pattern[0] == "~" else fnmatch.translate(pattern))
     except re.error as error:
         raise InputError(f"invalid host pattern {pattern!r}: {error}", inventory.path, key="--limit") from None
-    groups = [name for name in inventory.groups if regex.match(name)]
-    results = [host for group in groups for host in inventory.groups[group].all_hosts]
-    if not groups or pattern[0] == "~" or any(mark in pattern for mark in GLOB_MARKS):
-        results += [name for name in host_names if regex.match(name)]
+    with _time_limit(REGEX_SECONDS, pattern, inventory.path):
+        groups = [name for name in inventory.groups if regex.match(name)]
+        results = [host for group in groups for host in inventory.groups[group].all_hosts]
+        if not groups or pattern[0] == "~" or any(mark in pattern for mark in GLOB_MARKS):
+            results += [name for name in host_names if regex.match(name)]
     return results
+
+
+class _TooSlow(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float, pattern: str, source: Path) -> Iterator[None]:
+    """An InputError when the block runs longer than `seconds`: a `~regex` such as `~(a|a)*b` backtracks
+    for ages on a long name (Python's `re` has no timeout, but checks signals while it matches, so
+    SIGALRM stops it). Only the main thread can take signals; elsewhere the block is not bounded."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(*_: object) -> None:
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TooSlow:
+        raise InputError(f"the pattern {pattern!r} took more than {seconds:g} s to match the inventory's names"
+                         " (the limit; a regular expression that backtracks?)", source, key="--limit") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _expand_files(patterns: list[str], source: Path) -> list[str]:

@@ -272,6 +272,9 @@ CASES: dict[str, Case] = {
                                 ("--limit: a lone ! or & names nothing",)),
     "a lone & in --limit": Case(lambda d: ["inventory", "--list", "-i", ini(d), "--limit", "lab1:&"],
                                 ("--limit: a lone ! or & names nothing",)),
+    "a backtracking --limit regex": Case(
+        lambda d: ["inventory", "--list", "-i", str(write(d, "hosts.ini", "a" * 40 + "\n")), "--limit", "~(a|a)*b"],
+        ("--limit: the pattern '~(a|a)*b' took more than 2 s to match the inventory's names (the limit",)),
     # numbers and paths on the command line
     "--forks 0": Case(lambda d: ["up", "--check", "--forks", "0", str(write(d, "host.yaml", NOBODY_LISTENS))],
                       ("argument --forks: expected at least 1, got 0",)),
