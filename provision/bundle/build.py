@@ -24,6 +24,7 @@ from provision.bundle import apt_repo, image, manifest, repositories, weights
 from provision.bundle.manifest import KEY_FILE, Manifest, atomic_write, sha256_of
 from provision.bundle.needs import HostNeeds, Weights, host_needs
 from provision.bundle.progress import Transfer, transfer_progress
+from provision.cli.consoles import styled
 from provision.cli.inputs import (
     _split,
     inventory_sources,
@@ -257,8 +258,8 @@ def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
     needs = all_needs(args, inventory, hosts, plays, extra_vars)
     for need in needs:
         for task in need.unresolved:
-            console.print(f"[yellow]warning:[/] host {need.host}: packages of {task} are not known before the "
-                          "run and are not in the bundle", highlight=False, soft_wrap=True)
+            console.print(styled("warning:", "yellow", f" host {need.host}: packages of {task} are not known before"
+                                 " the run and are not in the bundle"), highlight=False, soft_wrap=True)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     (out / manifest.MANIFEST).unlink(missing_ok=True)

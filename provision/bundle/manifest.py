@@ -19,6 +19,7 @@ from typing import Any
 
 from provision.bundle.needs import HostNeeds, package_name
 from provision.errors import InputError
+from provision.input_files import read_input_text
 from provision.ops.fields import SHA256, relative_path_problem
 
 MANIFEST = "manifest.json"
@@ -56,11 +57,15 @@ class Manifest:
     def from_json(cls, text: str, where: str) -> Manifest:
         try:
             data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, got {type(data).__name__}")
             if data.get("format") != FORMAT:
                 raise ValueError(f"format {data.get('format')!r}, this provision reads format {FORMAT}")
             manifest = cls(**data)
             manifest.check()
             return manifest
+        except RecursionError:
+            raise InputError("not a bundle manifest: nested too deep to read", file=where) from None
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise InputError(f"not a bundle manifest: {error}", file=where) from error
 
@@ -158,4 +163,4 @@ def load(directory: Path) -> Manifest:
     if not path.is_file():
         raise InputError(f"no {MANIFEST} in {directory}: not a bundle, or its build did not finish "
                          "(run `provision bundle` again: it resumes)", key="--bundle")
-    return Manifest.from_json(path.read_text(), str(path))
+    return Manifest.from_json(read_input_text(path), str(path))

@@ -15,8 +15,8 @@ from rich.progress import (
 
 
 def transfer_progress(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                    TimeRemainingColumn(), console=console, transient=False)
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+                    TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=False)
 
 
 class Transfer:

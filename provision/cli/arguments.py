@@ -9,11 +9,46 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
+
+
+def positive_int(text: str) -> int:
+    """An argument that counts something: a whole number of at least 1 (`--forks 0` would run nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def number_at_least_0(text: str) -> float:
+    """A duration or a percentage: a finite number of at least 0 (`nan` compares false with every
+    deadline, `inf` never comes, a negative one has passed)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of at least 0, got {text!r}")
+    return value
+
+
+def output_file(text: str) -> Path:
+    """A file to write (`--json-file`): refused now when it is a folder or its folder is missing, not
+    after the run."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file")
+    if not path.absolute().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the folder of {text!r} does not exist")
+    return path
 
 
 def handler_of(args: argparse.Namespace) -> Callable[..., int]:
@@ -27,12 +62,12 @@ def add_json_arguments(parser: argparse.ArgumentParser, document: bool = False) 
     stderr). Commands that produce a results document also take `--json-file PATH`."""
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout (progress on stderr)")
     if document:
-        parser.add_argument("--json-file", type=Path, dest="json_path", metavar="PATH",
+        parser.add_argument("--json-file", type=output_file, dest="json_path", metavar="PATH",
                             help="also write the results document (per host and task) to PATH")
 
 
 def add_wait_lock_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wait-lock", type=float, default=0, metavar="SECONDS", dest="wait_lock",
+    parser.add_argument("--wait-lock", type=number_at_least_0, default=0, metavar="SECONDS", dest="wait_lock",
                         help="when another run holds a host, wait up to this long for it (default: refuse at once)")
 
 
@@ -88,14 +123,15 @@ def add_fleet_commands(subcommands: Any, add_inventory_arguments: AddArguments) 
     add_json_arguments(plan)
     plan.set_defaults(handler="provision.cli.fleet:cmd_plan")
     defaults = BenchSettings()
-    bench.add_argument("--runs", type=int, default=defaults.runs, help="measured runs after one warm-up (10)")
-    bench.add_argument("--max-tokens", type=int, default=defaults.max_tokens, help="tokens per run, forced (2000)")
-    bench.add_argument("--concurrency", type=int, default=defaults.concurrency, help="requests at a time (1)")
-    bench.add_argument("--max-range-percent", type=float, default=defaults.thresholds.max_range_percent,
+    bench.add_argument("--runs", type=positive_int, default=defaults.runs, help="measured runs after one warm-up (10)")
+    bench.add_argument("--max-tokens", type=positive_int, default=defaults.max_tokens,
+                       help="tokens per run, forced (2000)")
+    bench.add_argument("--concurrency", type=positive_int, default=defaults.concurrency, help="requests at a time (1)")
+    bench.add_argument("--max-range-percent", type=number_at_least_0, default=defaults.thresholds.max_range_percent,
                        help="fail when max - min exceeds this percentage of the mean (10)")
-    bench.add_argument("--max-cv-percent", type=float, default=defaults.thresholds.max_cv_percent,
+    bench.add_argument("--max-cv-percent", type=number_at_least_0, default=defaults.thresholds.max_cv_percent,
                        help="fail when the coefficient of variation exceeds this (5)")
-    bench.add_argument("--cluster-gap-percent", type=float, default=defaults.thresholds.cluster_gap_percent,
+    bench.add_argument("--cluster-gap-percent", type=number_at_least_0, default=defaults.thresholds.cluster_gap_percent,
                        help="runs further apart than this percentage of the median form separate clusters (20)")
     add_json_arguments(bench, document=True)
     bench.set_defaults(handler="provision.cli.fleet:cmd_bench")

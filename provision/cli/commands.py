@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from provision import interrupt
+from provision.cli.consoles import styled
 from provision.cli.endpoints import endpoint_lines
 from provision.cli.inputs import (
     EXIT_FAILED,
@@ -81,7 +82,7 @@ def converge(args: argparse.Namespace, console: Console, inventory: Inventory, h
     for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
         human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     if result.aborted:
-        human.print(f"[bold red]{REDACTOR(result.aborted)}[/]")
+        human.print(styled(REDACTOR(result.aborted), "bold red"))
     write_document(args, console, result)
     if interrupt.STOP.is_set():
         return interrupt.EXIT_INTERRUPTED

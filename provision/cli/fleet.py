@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from provision.cli.cache_status import cache_hosts, cache_row, cache_table
+from provision.cli.consoles import plain_console
 from provision.cli.inputs import (
     EXIT_FAILED,
     EXIT_OK,
@@ -99,7 +100,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
                        extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True),
                        timeouts=timeouts_of(args))
     # with --json the progress lines go to stderr, so stdout is the document alone
-    with ConsoleReporter(Console(stderr=True) if args.json else console) as reporter:
+    with ConsoleReporter(human_console(args, console)) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
     rows = plan_rows(result)
@@ -148,7 +149,7 @@ def on_each_host(args: argparse.Namespace, hosts: list[Host],
 
 
 def run_on(host: Host, args: argparse.Namespace, script: str, timeout: float | None) -> tuple[int, str, str]:
-    conn = connect(host, args.trust_new_host_keys, trace_of(args, Console()), timeouts_of(args))
+    conn = connect(host, args.trust_new_host_keys, trace_of(args, plain_console()), timeouts_of(args))
     try:
         done = conn.run(script, sudo=True, timeout=timeout)
         return done.rc, done.stdout, done.stderr

@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console  # already imported by cli/main.py, which makes the consoles
 
 from provision import content
+from provision.cli.consoles import plain_console
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.loader import load_inventory
@@ -105,7 +106,7 @@ def timeouts_of(args: argparse.Namespace) -> Timeouts:
 
 def human_console(args: argparse.Namespace, console: Console) -> Console:
     """Where tables and progress go: stderr when stdout carries the --json document."""
-    return Console(stderr=True) if getattr(args, "json", False) else console
+    return plain_console(stderr=True) if getattr(args, "json", False) else console
 
 
 def trace_of(args: argparse.Namespace, console: Console) -> Trace | None:

@@ -40,7 +40,7 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-l", "--limit", help="Ansible host pattern: web,db web:&prod all:!lab web* ~re web[0:2] @file")
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE",
                         help="override a variable (also @file.yaml or a JSON mapping); repeatable")
-    parser.add_argument("--forks", type=int, default=DEFAULT_FORKS,
+    parser.add_argument("--forks", type=arguments.positive_int, default=DEFAULT_FORKS,
                         help=f"hosts worked on in parallel (default {DEFAULT_FORKS}: a whole batch, as pyinfra)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="-v: each remote command and its exit code; -vv: also its output (secrets ***)")
@@ -48,11 +48,11 @@ def add_inventory_arguments(parser: argparse.ArgumentParser) -> None:
                         help="roles folder (default ./roles, else the one beside the playbook, else shipped)")
     parser.add_argument("--trust-new-host-keys", action="store_true",
                         help="record unknown SSH host keys in known_hosts (a changed key is always refused)")
-    parser.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
+    parser.add_argument("--connect-timeout", type=arguments.number_at_least_0, default=10, metavar="SECONDS",
                         help="give up connecting to a host after this long per attempt (default 10)")
-    parser.add_argument("--command-timeout", type=float, default=7200, metavar="SECONDS",
+    parser.add_argument("--command-timeout", type=arguments.number_at_least_0, default=7200, metavar="SECONDS",
                         help="a command without its own limit fails after this long (default 7200)")
-    parser.add_argument("--silent-timeout", type=float, default=20, metavar="SECONDS",
+    parser.add_argument("--silent-timeout", type=arguments.number_at_least_0, default=20, metavar="SECONDS",
                         help="a host that sends nothing for this long mid-run is reported unreachable (default 20)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
                         help="ask for the sudo password (hosts whose inventory sets none); fed to sudo on stdin")
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("-t", "--tags", default="", help="only tasks with these tags (comma-separated; a role's name)")
     up.add_argument("--skip-tags", default="", help="skip tasks with these tags")
     up.add_argument("--serial", help="batch sizes: a number, a percentage, or a ramp like 1,25%%,100%%")
-    up.add_argument("--max-fail-percent", type=float, default=None,
+    up.add_argument("--max-fail-percent", type=arguments.number_at_least_0, default=None,
                     help="stop the rollout when more than this percentage of a batch fails")
     arguments.add_wait_lock_argument(up)
     up.add_argument("--bundle", metavar="DIR | host:PATH",
@@ -108,23 +108,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    undecodable = next((arg for arg in argv if any("\udc80" <= c <= "\udcff" for c in arg)), None)
+    if undecodable is not None:  # Python keeps bytes that are not UTF-8 as lone surrogates; nothing can print them
+        print(f"provision: error: an argument is not UTF-8 text: {undecodable!r}", file=sys.stderr)
+        return EXIT_INPUT
     args = build_parser().parse_args(argv)
     # paramiko logs every failed attempt with a traceback; retries and errors are reported by us
     logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
-    from rich.console import Console  # after parsing: --help and usage errors need none of it
+    from provision.cli.consoles import plain_console, styled  # after parsing: --help needs no rich
 
-    console = Console(stderr=False)
-    errors = Console(stderr=True)
+    console = plain_console()
+    errors = plain_console(stderr=True)
     try:
         return handler_of(args)(args, console)
     except InputError as error:
-        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False, soft_wrap=True)
+        errors.print(styled("error:", "bold red", f" {REDACTOR(str(error))}"), highlight=False, soft_wrap=True)
         return EXIT_INPUT
     except ProvisionError as error:
-        errors.print(f"[bold red]error:[/] {REDACTOR(str(error))}", highlight=False, soft_wrap=True)
+        errors.print(styled("error:", "bold red", f" {REDACTOR(str(error))}"), highlight=False, soft_wrap=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        errors.print("[bold red]interrupted[/]")
+        errors.print(styled("interrupted", "bold red"))
         return 130
 
 

@@ -26,6 +26,7 @@ from provision.secrets import REDACTOR, Secret
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SECRET_WORD = re.compile(r"token|passw|secret|api_?key", re.IGNORECASE)
 SCALAR_TYPES = (str, int, float, bool, datetime.date, Secret)
+SHOWN_LENGTH = 80  # an item quoted in an error: enough to recognise it, not a 100 KB document
 
 
 def parse_extra_vars(items: list[str]) -> dict[str, Any]:
@@ -102,4 +103,5 @@ def _shown(item: str) -> str:
     """The item as it may appear in an error: cut short before any value when it looks secret."""
     if SECRET_WORD.search(item):
         return repr(re.split(r"[=:]", item, maxsplit=1)[0] + "=...")
-    return repr(REDACTOR(item))
+    shown = REDACTOR(item)
+    return repr(shown if len(shown) <= SHOWN_LENGTH else shown[:SHOWN_LENGTH] + "...")

@@ -8,6 +8,9 @@ The INI and YAML readers fill one `InventoryGraph`; the rules are Ansible's (ans
   (depth, `ansible_group_priority`, name) to merge their variables, lowest precedence first.
 - `ansible_group_priority` set in an inventory file is the group's priority, not a variable.
 - The hosts of a group are its own, then those of its children, level by level.
+- Unlike Ansible, whose recursive walks end in a RecursionError (or minutes, on a chain of 3000
+  INI `[g:children]` sections), a group nested more than `MAX_GROUP_DEPTH` levels under `all` is an
+  error naming it: real inventories nest a handful (region, site, role).
 """
 
 from __future__ import annotations
@@ -17,9 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InputError
+from provision.inventory.hostnames import unprintable_in
 from provision.inventory.model import Origin
 
 PRIORITY_KEY = "ansible_group_priority"
+MAX_GROUP_DEPTH = 50
+
+
+def refuse_unprintable(host: str, origin: Origin) -> None:
+    """InputError at `origin` when the host name `host` holds a character that does not show as itself."""
+    character = unprintable_in(host)
+    if character:
+        raise InputError(f"host name {host!r} holds {character}, a character that does not show as itself"
+                         " (a control, bidi or zero-width character): write the name in plain text",
+                         origin.file, origin.line)
 
 
 @dataclass
@@ -51,6 +65,7 @@ class InventoryGraph:
     groups: dict[str, Group] = field(default_factory=dict)
     hosts: dict[str, Node] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
+    depths: dict[str, int] = field(default_factory=dict, repr=False)  # measured by `reconcile`
 
     def __post_init__(self) -> None:
         for name in ("all", "ungrouped"):
@@ -58,13 +73,15 @@ class InventoryGraph:
         self.add_child("all", "ungrouped", self.groups["all"].origin)
 
     def add_group(self, name: str, origin: Origin) -> Group:
-        if not name or any(c.isspace() for c in name):
-            raise InputError(f"{name!r} is not a group name", origin.file, origin.line, origin.key)
+        if not name or any(c.isspace() for c in name) or unprintable_in(name):
+            raise InputError(f"{name!r} is not a group name (no spaces, control or bidi characters)",
+                             origin.file, origin.line, origin.key)
         return self.groups.setdefault(name, Group(name, origin))
 
     def add_host(self, name: str, group: str | None, origin: Origin, port: int | None = None) -> Node:
         """The host `name` (created on first sight, when `port` is its ansible_port), added to `group`."""
         if name not in self.hosts:
+            refuse_unprintable(name, origin)
             self.hosts[name] = Node(name, origin)
             if port is not None:
                 self.hosts[name].set("ansible_port", port, origin)
@@ -85,7 +102,7 @@ class InventoryGraph:
         if key == PRIORITY_KEY:
             try:
                 self.groups[group].priority = int(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise InputError(f"expected an integer, got {value!r}", origin.file, origin.line, key) from None
             return
         self.groups[group].set(key, value, origin)
@@ -103,13 +120,31 @@ class InventoryGraph:
                     ungrouped.hosts.remove(name)
             elif name not in ungrouped.hosts:
                 ungrouped.hosts.append(name)
+        self._measure_depths()
+
+    def _measure_depths(self) -> None:
+        """Every group's depth, parents before children (no recursion: the chain may be long); a
+        group deeper than MAX_GROUP_DEPTH is an InputError naming where it was declared."""
+        waiting = {name: len(group.parents) for name, group in self.groups.items()}
+        ready = [name for name, count in waiting.items() if not count]
+        while ready:
+            group = self.groups[ready.pop()]
+            depth = 1 + max((self.depths[parent] for parent in group.parents), default=-1)
+            if depth > MAX_GROUP_DEPTH:
+                raise InputError(f"group '{group.name}' is nested {depth} levels under all: more than"
+                                 f" {MAX_GROUP_DEPTH}, the limit", group.origin.file, group.origin.line, group.name)
+            self.depths[group.name] = depth
+            for child in group.children:
+                waiting[child] -= 1
+                if not waiting[child]:
+                    ready.append(child)
 
     def descendants(self, name: str) -> list[str]:
         """`name` and the groups under it, level by level (Ansible's order for a group's hosts)."""
-        ordered, level = [name], [name]
+        ordered, seen, level = [name], {name}, [name]
         while level:
-            level = [c for g in level for c in self.groups[g].children if c not in ordered]
-            level = list(dict.fromkeys(level))
+            level = list(dict.fromkeys(c for g in level for c in self.groups[g].children if c not in seen))
+            seen.update(level)
             ordered.extend(level)
         return ordered
 
@@ -131,8 +166,9 @@ class InventoryGraph:
 
     def depth(self, name: str) -> int:
         """Longest chain of parents from `name` up to `all` (0 for `all`)."""
-        parents = self.groups[name].parents
-        return 1 + max(self.depth(parent) for parent in parents) if parents else 0
+        if name not in self.depths:
+            self._measure_depths()
+        return self.depths[name]
 
     def precedence_order(self, host: str) -> list[str]:
         """The groups of `host` other than `all`, lowest precedence first: (depth, priority, name)."""

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provision.errors import InputError
+from provision.input_files import read_input_text
 from provision.inventory.hostnames import HostPatternError, split_port
 from provision.inventory.suggest import did_you_mean
 
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
 SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$")
 COLON_SEPARATED = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
 GLOB_MARKS = (".", "?", "*", "[")
+REGEX_SECONDS = 2.0
 
 
 def split_patterns(limit: str) -> list[str]:
@@ -81,6 +87,9 @@ def _match(inventory: Inventory, pattern: str) -> list[str]:
     if pattern in host_names:
         return [pattern]
     pattern = pattern[1:] if pattern[0] in "!&" else pattern
+    if not pattern:
+        raise InputError("a lone ! or & names nothing: write !GROUP or &GROUP (or a host)", inventory.path,
+                         key="--limit")
     expression, subscript = _split_subscript(pattern)
     matched = _enumerate(inventory, expression, host_names)
     if not matched:
@@ -120,11 +129,40 @@ def _enumerate(inventory: Inventory, pattern: str, host_names: list[str]) -> lis
         regex = re.compile(pattern[1:] if pattern[0] == "~" else fnmatch.translate(pattern))
     except re.error as error:
         raise InputError(f"invalid host pattern {pattern!r}: {error}", inventory.path, key="--limit") from None
-    groups = [name for name in inventory.groups if regex.match(name)]
-    results = [host for group in groups for host in inventory.groups[group].all_hosts]
-    if not groups or pattern[0] == "~" or any(mark in pattern for mark in GLOB_MARKS):
-        results += [name for name in host_names if regex.match(name)]
+    with _time_limit(REGEX_SECONDS, pattern, inventory.path):
+        groups = [name for name in inventory.groups if regex.match(name)]
+        results = [host for group in groups for host in inventory.groups[group].all_hosts]
+        if not groups or pattern[0] == "~" or any(mark in pattern for mark in GLOB_MARKS):
+            results += [name for name in host_names if regex.match(name)]
     return results
+
+
+class _TooSlow(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float, pattern: str, source: Path) -> Iterator[None]:
+    """An InputError when the block runs longer than `seconds`: a `~regex` such as `~(a|a)*b` backtracks
+    for ages on a long name (Python's `re` has no timeout, but checks signals while it matches, so
+    SIGALRM stops it). Only the main thread can take signals; elsewhere the block is not bounded."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(*_: object) -> None:
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TooSlow:
+        raise InputError(f"the pattern {pattern!r} took more than {seconds:g} s to match the inventory's names"
+                         " (the limit; a regular expression that backtracks?)", source, key="--limit") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _expand_files(patterns: list[str], source: Path) -> list[str]:
@@ -136,9 +174,9 @@ def _expand_files(patterns: list[str], source: Path) -> list[str]:
             continue
         path = Path(pattern[1:]).expanduser()
         try:
-            lines = path.read_text(encoding="utf-8").split("\n")
-        except OSError as error:
-            raise InputError(f"cannot read the limit file: {error.strerror}", path, key="--limit") from None
+            lines = read_input_text(path).split("\n")
+        except InputError as error:
+            raise InputError(f"cannot read the limit file: {error.message}", path, error.line, "--limit") from None
         expanded.extend(line.strip() for line in lines if line.strip())
     return expanded
 

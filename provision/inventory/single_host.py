@@ -17,8 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from provision.errors import InputError
+from provision.inventory.graph import refuse_unprintable
 from provision.inventory.layers import build_host, read_layer
-from provision.inventory.model import CONNECTION_KEYS, GroupInfo, Inventory
+from provision.inventory.model import CONNECTION_KEYS, GroupInfo, Inventory, Origin
 from provision.inventory.suggest import did_you_mean
 from provision.inventory.yaml_loader import YamlDocument
 
@@ -48,6 +49,8 @@ def read_single_host(doc: YamlDocument) -> Inventory:
     host_name = name or address or ("localhost" if settings.values.get("connection") == "local" else None)
     if host_name is None:
         raise InputError("missing: say where the host is, e.g. `address: 192.168.1.50`", source, key="address")
+    key = "name" if name else "address"
+    refuse_unprintable(host_name, Origin(source, doc.line((key,)), key))
     host, origins, setting_origins = build_host(host_name, [settings, var_layer], source)
     hostvars = {**{key: value for key, value in data.items() if key not in ("name", "vars")}, **variables}
     groups = {"all": GroupInfo("all", [], ["ungrouped"], [host.name]),

@@ -18,11 +18,12 @@ from pathlib import Path
 import yaml
 
 from provision.errors import InputError
+from provision.input_files import folder_inside, read_input_text
 from provision.inventory.fleet import read_yaml_inventory
 from provision.inventory.graph import InventoryGraph
 from provision.inventory.ini import read_ini
 from provision.inventory.model import Origin
-from provision.inventory.yaml_loader import load_yaml_text, refuse_vault_file
+from provision.inventory.yaml_loader import load_yaml_text, refuse_vault_text
 
 IGNORED_NAMES = re.compile(r"^\.|^host_vars$|^group_vars$|^vars_plugins$")
 IGNORED_ENDINGS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry")
@@ -46,24 +47,22 @@ def read_sources(graph: InventoryGraph, sources: list[Path]) -> None:
         if not source.exists():
             raise InputError("inventory not found (a file, a folder of inventory files, or host1,host2,)", source)
         graph.sources.append(source)
-        _read_path(graph, source)
+        _read_path(graph, source, [])
 
 
-def _read_path(graph: InventoryGraph, path: Path) -> None:
+def _read_path(graph: InventoryGraph, path: Path, above: list[Path]) -> None:
     if path.is_dir():
+        inside = folder_inside(path, above)
         for entry in sorted(path.iterdir(), key=lambda p: p.name):
             if not IGNORED_NAMES.search(entry.name) and not entry.name.endswith(IGNORED_ENDINGS):
-                _read_path(graph, entry)
+                _read_path(graph, entry, inside)
         return
     _read_file(graph, path)
 
 
 def _read_file(graph: InventoryGraph, path: Path) -> None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read: {error}", path) from None
-    refuse_vault_file(path)
+    text = read_input_text(path)
+    refuse_vault_text(text, path)
     if text.startswith("#!") and os.access(path, os.X_OK):
         raise InputError("dynamic inventory scripts are not supported (this file is executable and starts"
                          f" with #!); {STATIC_WAY_OUT.format(src=path)}", path, 1)
@@ -77,22 +76,17 @@ def _read_file(graph: InventoryGraph, path: Path) -> None:
     try:
         read_ini(graph, path, text)
     except InputError:
-        if path.suffix in (".yml", ".yaml"):
+        if path.suffix in YAML_EXTENSIONS[1:]:
             load_yaml_text(text, path)  # neither INI nor YAML: YAML's error is the one that helps
         raise
 
 
-class _ProbeLoader(yaml.SafeLoader):
-    """SafeLoader that accepts any tag (!env, !vault, ...): only the shape of the document matters."""
-
-
-_ProbeLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
 def _looks_like_yaml_mapping(text: str) -> bool:
-    """True when `text` parses as YAML to a non-empty mapping (an INI file never does)."""
+    """True when `text` parses as YAML to a non-empty mapping (an INI file never does). Only the node
+    tree is built (any tag goes: !env, !vault), by libyaml, which neither recurses in Python nor expands
+    aliases: the document's bounds are checked when it is read for real."""
     try:
-        data = yaml.load(text, Loader=_ProbeLoader)
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         return False
-    return isinstance(data, dict) and bool(data)
+    return isinstance(node, yaml.MappingNode) and bool(node.value)

@@ -9,6 +9,13 @@ plain Python (dict, list, str, int, ...), so the rest of the code needs nothing 
 
 Tags: `!secret VALUE` gives a `Secret`; `!env NAME` gives the environment variable NAME as a Secret
 (unset or empty is an error naming file:line, so a missing token fails before any host is touched).
+
+Bounds, checked on the node tree before anything walks it (`_Shape`), each an error naming the
+limit and the line: nesting deeper than `MAX_DEPTH` lists and mappings (every later walk, merges,
+templating, JSON, recurses); aliases (`*name`, `<<: *name`) adding more than `MAX_ALIAS_VALUES`
+values to what the document holds (the "billion laughs": nine levels of ten aliases make 10^9 values
+from 4 KB; go-yaml refuses "excessive aliasing" the same way since Kubernetes' CVE-2019-11253); an
+alias inside its own anchor (a structure that contains itself). PyYAML and Ansible bound none.
 """
 
 from __future__ import annotations
@@ -26,10 +33,14 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from provision import controller_cache
 from provision.errors import InputError
+from provision.input_files import read_input_text
 from provision.secrets import REDACTOR, Secret
 
 YamlPath = tuple[Hashable, ...]
 MERGE_TAG = "tag:yaml.org,2002:merge"
+# the shipped roles nest 7 deep, an inventory's groups 2 levels a group; libyaml itself stops at 1000
+MAX_DEPTH = 100
+MAX_ALIAS_VALUES = 400_000
 
 
 @dataclass(frozen=True)
@@ -68,8 +79,17 @@ class _LineTracking:
         node = self.get_single_node()
         if node is None:
             return None
+        _Shape(self.source).measure(node, 0, node.start_mark.line + 1)
         self._index(node, (), on_path=set())
         return self.construct_document(node)
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)  # type: ignore[misc]
+        except (ValueError, OverflowError) as error:  # an int of 5000 digits, a 30th of February
+            reason = str(error).split(";")[0]
+            raise InputError(f"cannot read this value: {reason}", self.source, node.start_mark.line + 1,
+                             _key_name(self, node)) from None
 
     def _index(self, node: Node, path: YamlPath, on_path: set[int]) -> None:
         """Record lines under `node`, refusing duplicate keys; aliases are followed, cycles are not."""
@@ -114,6 +134,55 @@ class _LineTracking:
 
     def path_of(self, node: Node) -> YamlPath | None:
         return self._node_paths.get(id(node))
+
+
+class _Shape:
+    """The bounds of the module docstring, measured once per node: an aliased node's expanded size
+    and height are remembered, so a billion laughs costs its 4 KB of nodes, never its 10^9."""
+
+    def __init__(self, source: Path | str) -> None:
+        self.source = source
+        self.measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values it expands to, height)
+        self.open: set[int] = set()
+        self.added = 0
+
+    def measure(self, node: Node, depth: int, line: int) -> tuple[int, int]:
+        """(values, height) of `node` at `depth`; `line`: where the entry holding it is written."""
+        known = self.measured.get(id(node))
+        if known is not None:  # a second use: an alias
+            self.added += known[0]
+            if self.added > MAX_ALIAS_VALUES:
+                raise InputError(f"aliases expand this document by more than {MAX_ALIAS_VALUES:,} values (the"
+                                 " limit; a 'billion laughs'?): write the values out, or use fewer aliases",
+                                 self.source, line)
+            self._check_depth(depth + known[1], line)
+            return known
+        if id(node) in self.open:
+            raise InputError("an alias inside the anchor it names: a structure that contains itself",
+                             self.source, node.start_mark.line + 1)
+        self._check_depth(depth, node.start_mark.line + 1)
+        size, height = 1, 0
+        self.open.add(id(node))
+        for child, child_line in _children(node):
+            child_size, child_height = self.measure(child, depth + 1, child_line)
+            size, height = size + child_size, max(height, child_height + 1)
+        self.open.discard(id(node))
+        self.measured[id(node)] = (size, height)
+        return size, height
+
+    def _check_depth(self, depth: int, line: int) -> None:
+        if depth > MAX_DEPTH:
+            raise InputError(f"nested deeper than {MAX_DEPTH} levels of lists and mappings (the limit)",
+                             self.source, line)
+
+
+def _children(node: Node) -> list[tuple[Node, int]]:
+    """The nodes under `node`, each with the line of its entry (a mapping's key, a list's start)."""
+    if isinstance(node, SequenceNode):
+        return [(item, node.start_mark.line + 1) for item in node.value]
+    if isinstance(node, MappingNode):
+        return [(child, key.start_mark.line + 1) for key, value in node.value for child in (key, value)]
+    return []
 
 
 class LineTrackingLoader(_LineTracking, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -162,14 +231,9 @@ def _construct_vault(loader: LineTrackingLoader, node: Node) -> None:
                      _key_name(loader, node))
 
 
-def refuse_vault_file(path: Path) -> None:
-    """InputError when `path` is a whole file encrypted with Ansible Vault (`$ANSIBLE_VAULT;...`)."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(16)
-    except OSError:
-        return
-    if head.startswith(b"$ANSIBLE_VAULT;"):
+def refuse_vault_text(text: str, path: Path) -> None:
+    """InputError when `text` (of `path`) is a whole file encrypted with Ansible Vault (`$ANSIBLE_VAULT;...`)."""
+    if text.startswith("$ANSIBLE_VAULT;"):
         raise InputError(f"this file is encrypted with Ansible Vault. {VAULT_WAY_OUT}", path, 1)
 
 
@@ -184,10 +248,15 @@ def load_yaml_text(text: str, source: Path | str) -> YamlDocument:
     try:
         return _load(LineTrackingLoader, text, source)
     except yaml.YAMLError as fast_error:
+        if isinstance(fast_error, yaml.MarkedYAMLError) and "maximum nesting depth" in str(fast_error.problem):
+            raise InputError(f"nested deeper than {MAX_DEPTH} levels of lists and mappings (the limit)", source,
+                             fast_error.problem_mark.line + 1 if fast_error.problem_mark else None) from None
         try:
             _load(ExactErrorLoader, text, source)
         except yaml.YAMLError as error:
             raise _yaml_input_error(error, source) from None
+        except RecursionError:  # PyYAML's composer recurses: past ~300 levels only libyaml's error is left
+            pass
         raise _yaml_input_error(fast_error, source) from None
 
 
@@ -221,15 +290,12 @@ def _input_error(error: yaml.MarkedYAMLError, source: Path | str) -> InputError:
 
 
 def load_yaml_file(path: Path, cached: bool = False) -> YamlDocument:
-    """Read and parse `path` (UTF-8); an unreadable file is an InputError naming it. `cached`: the
-    parsed document is kept in the controller's cache, by the file's text (the playbook and the roles,
-    which every run reads whole: not an inventory, whose values may be passwords)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read: {error}", path) from None
+    """Read and parse `path` (UTF-8, bounded: `input_files`); an unreadable or Vault-encrypted file is
+    an InputError naming it. `cached`: the parsed document is kept in the controller's cache, by the
+    file's text (the playbook and the roles, which every run reads whole: not an inventory, whose
+    values may be passwords)."""
+    text = read_input_text(path)
+    refuse_vault_text(text, path)
     if not cached:
         return load_yaml_text(text, path)
     return _cached_document(text, path)

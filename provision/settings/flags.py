@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provision.errors import InputError
+from provision.input_files import read_input_text
 
 PROGRAM = "# program:"
 
@@ -48,7 +49,7 @@ def load_flag_list(path: Path) -> FlagList:
     off: set[str] = set()
     choices: dict[str, tuple[str, ...]] = {}
     version = ""
-    for line in path.read_text().splitlines():
+    for line in read_input_text(path).splitlines():
         if line.startswith("#"):
             if line.startswith(PROGRAM):
                 version = line.removeprefix(PROGRAM).strip()
