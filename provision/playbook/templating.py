@@ -35,6 +35,11 @@ FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 
+#: what a template's own expression can raise in Python (`{{ 1 + 'a' }}`, `{{ 1 // 0 }}`, `{{ x[9] }}`): the
+#: template's error, reported as such (exit 2 where it is the user's), never a traceback
+EVALUATION_ERRORS = (TypeError, ValueError, ArithmeticError, LookupError, AttributeError)
+
+
 class TemplateError(Exception):
     """A template or expression failed to render: the message names the variable or syntax problem."""
 
@@ -352,6 +357,8 @@ class Renderer:
             return _run(_template(self.env, text), self.variables)
         except jinja2.TemplateError as error:
             raise TemplateError(f"{error} (in {text!r})") from error
+        except EVALUATION_ERRORS as error:
+            raise TemplateError(f"{type(error).__name__}: {error} (in {text!r})") from error
 
     def evaluate(self, expression: str) -> Any:
         """The value of one Jinja expression; an undefined name is an error, not None."""
@@ -374,6 +381,8 @@ class Renderer:
                     return False
             except jinja2.TemplateError as error:
                 raise TemplateError(f"{error} (in when: {text!r})") from error
+            except EVALUATION_ERRORS as error:
+                raise TemplateError(f"{type(error).__name__}: {error} (in when: {text!r})") from error
         return True
 
     def render_file(self, name: str) -> str:
@@ -384,3 +393,5 @@ class Renderer:
             raise TemplateError(f"template not found: {name}") from error
         except jinja2.TemplateError as error:
             raise TemplateError(f"{name}: {error}") from error
+        except EVALUATION_ERRORS as error:
+            raise TemplateError(f"{name}: {type(error).__name__}: {error}") from error

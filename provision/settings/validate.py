@@ -83,6 +83,11 @@ def check_host(variables: dict[str, Value], specs: Specs) -> list[InputError]:
         if option is None:
             if name in BUILTIN:
                 continue
+            if name in CONNECTION_KEYS:  # only `-e` gets here: the inventory takes its own out of the variables
+                problems.append(_problem(origin, name, "a connection setting is read from the inventory, not from -e "
+                                         "(a value on the command line is in every process list); set it in the "
+                                         "inventory (`!env NAME` for a secret), or -K for the sudo password"))
+                continue
             if name.startswith("ansible_"):
                 near = closest(name, CONNECTION_KEYS)
                 if near:

@@ -91,3 +91,18 @@ def test_bad_inventory_exits_2_and_contacts_nobody(case, tmp_path, listener):
 def test_unknown_flag_is_a_usage_error():
     done = provision("up", "--chekc", "x.yaml")
     assert done.returncode == 2 and "unrecognized arguments: --chekc" in done.stderr
+
+
+def test_a_connection_setting_in_extra_vars_is_refused_saying_where_it_goes(tmp_path, listener):
+    """`-e ansible_become_password=...` was refused with "did you mean 'ansible_become_password'?",
+    the very name given. A connection setting comes from the inventory (a password on the command
+    line is in every process list): the message says so and names -K."""
+    port, connections = listener
+    inventory = tmp_path / "host.yaml"
+    inventory.write_text(f"name: lab1\naddress: 127.0.0.1\nport: {port}\n")
+    done = provision("up", str(inventory), "-e", "ansible_become_password=pw-on-argv-123")
+    assert done.returncode == 2, done.stderr
+    assert "-e: ansible_become_password: a connection setting is read from the inventory" in done.stderr
+    assert "did you mean" not in done.stderr and "-K" in done.stderr
+    assert "pw-on-argv-123" not in done.stderr + done.stdout
+    assert connections == []

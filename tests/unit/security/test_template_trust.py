@@ -350,3 +350,11 @@ def test_a_list_sum_is_linear_and_sized() -> None:
     started = time.monotonic()
     assert Renderer(make_environment(), {}).render("{{ ([[1] * 40] * 100000) | sum(start=[]) | length }}") == 4000000
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("expression", ["1 + 'a'", "1 // 0", "[1][5]", "{}['missing']", "range(3) | first + 'a'"])
+def test_a_python_error_in_a_users_template_is_exit_2_never_a_traceback(tmp_path: Path, expression: str) -> None:
+    """`{{ 1 + 'a' }}` raised TypeError through render: a traceback for a user's typo."""
+    code, output, _ = provision("render", str(REPO / "inventory/host.yaml"), "-e",
+                                json.dumps({"served_model_name": "{{ " + expression + " }}"}))
+    assert_refused(code, output, tmp_path / "none", "served_model_name", "cannot be rendered")
