@@ -1,0 +1,113 @@
+"""Issue 21: month two on a real Ubuntu laptop, on recorded facts and Canonical's archive relations.
+
+Day one converges; these are the traps of the weeks after: a kernel update on the signed path, the
+container toolkit upgraded in the background, Docker CE already there, Secure Boot with an older
+working driver, a desktop on the NVIDIA GPU.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from provision.facts.model import InstalledPackage
+from tests.unit.ops_support import plan, script_of
+from tests.unit.test_roles_gpu_support import facts, render_tasks
+
+WORKING_UBUNTU = "rtx5090-laptop-ubuntu2404.txt"
+SECURE_BOOT_FRESH = "rtx5090-fresh-secureboot.txt"
+INSTALL, SIGNED, ADOPTED_HELD = ("NVIDIA open driver installed and held", "Canonical's signed NVIDIA kernel modules",
+                                 "adopted NVIDIA driver held")
+PIN, UNATTENDED = "NVIDIA driver pinned to its release", "NVIDIA driver kept out of unattended-upgrades"
+
+
+def packages(*names: str, version: str, held: bool = False) -> tuple[InstalledPackage, ...]:
+    return tuple(InstalledPackage(name=name, version=version, held=held) for name in names)
+
+
+HWE_METAS = packages("linux-generic-hwe-24.04", "linux-image-generic-hwe-24.04", version="6.14.0-33.33~24.04.1")
+
+# What a kernel update brings on the signed path, as Canonical's archive relates it (packages.ubuntu.com):
+# the flavour meta of the new ABI depends on that ABI's module package and on the branch's current
+# kernel-common ("linux-modules-nvidia-580-generic (6.17.0-40.40): dep: linux-modules-nvidia-580-6.17.0-40-generic
+# (= 6.17.0-40.40), dep: nvidia-kernel-common-580 (>= 580.159.03)"), and the userspace depends on that exact
+# release ("libnvidia-compute-580 580.159.03 depends on nvidia-kernel-common-580-580.159.03"): the whole
+# branch moves in one transaction with the kernel.
+SRU = "580.159.03-0ubuntu0.24.04.1"
+MOVES_WITH_A_NEW_KERNEL = ("linux-modules-nvidia-580-open-6.14.0-37-generic",
+                           "linux-modules-nvidia-580-open-generic-hwe-24.04", "nvidia-kernel-common-580",
+                           "libnvidia-compute-580", "nvidia-utils-580", "nvidia-compute-utils-580",
+                           "nvidia-headless-no-dkms-580-open", "nvidia-firmware-580-580.159.03")
+
+
+def signed_plan(host=None, **host_vars):
+    return render_tasks(host or facts(WORKING_UBUNTU, secure_boot="enabled", kernel_packages=HWE_METAS,
+                                      prime_profile=None),
+                        nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True, **host_vars)
+
+
+def blocked_by_unattended_upgrades(content: str, names: tuple[str, ...]) -> list[str]:
+    # the blacklist entries are regular expressions matched from the start of the package name
+    patterns = re.findall(r'^    "([^"]+)";$', content.split("Origins-Pattern")[0], flags=re.MULTILINE)
+    return [name for name in names if any(re.match(pattern, name) for pattern in patterns)]
+
+
+def test_the_signed_driver_moves_within_its_branch_with_the_next_kernel() -> None:
+    rendered = signed_plan()
+    # nothing of the driver is held: apt can install the next kernel's module and the branch's SRU with it
+    assert rendered[INSTALL].args.hold is False and rendered[SIGNED].args.hold is False
+    assert rendered[SIGNED].args.name == ["linux-modules-nvidia-580-open-generic-hwe-24.04"]
+    # unattended-upgrades (which installs the new kernel from -security) may move the driver with it
+    assert blocked_by_unattended_upgrades(rendered[UNATTENDED].args.content, MOVES_WITH_A_NEW_KERNEL) == []
+    # the apt preferences allow the branch's SRUs and forbid nothing of Ubuntu's
+    preferences = rendered[PIN].args.content
+    pins = re.findall(r"^Pin: version (\S+)$", preferences, flags=re.MULTILINE)
+    assert pins == ["580.*"] and fnmatch.fnmatch(SRU, pins[0])
+    assert "Pin: release o=Ubuntu" not in preferences
+
+
+def test_a_hold_an_earlier_run_set_on_the_signed_driver_is_dropped() -> None:
+    # the archive's 580 moves (580.95 -> 580.126 -> 580.159); a held userspace blocks the next kernel's modules
+    held = ("pkg=nvidia-headless-no-dkms-580-open\t580.95.05-0ubuntu0.24.04.2\thi \n"
+            "pkg=nvidia-utils-580\t580.95.05-0ubuntu0.24.04.2\thi \nnow=100\nlists_mtime=99\n")
+    install = signed_plan()[INSTALL].args
+    script = script_of(plan("apt", held, name=install.name, hold=install.hold))
+    assert "apt-mark unhold 'nvidia-headless-no-dkms-580-open' 'nvidia-utils-580'" in script
+    assert "apt-mark hold" not in script
+
+
+def test_an_adopted_driver_on_canonicals_signed_modules_is_not_held_nor_blacklisted() -> None:
+    # `ubuntu-drivers install` on 24.04 (Canonical's packaging): the userspace and the flavour's modules meta
+    adopted = packages("nvidia-driver-580-open", "nvidia-kernel-common-580", "nvidia-utils-580",
+                       "libnvidia-compute-580", "linux-modules-nvidia-580-open-6.14.0-33-generic",
+                       "linux-modules-nvidia-580-open-generic-hwe-24.04",
+                       version="580.95.05-0ubuntu0.24.04.2", held=True)
+    rendered = render_tasks(facts(WORKING_UBUNTU, nvidia_packages=adopted, kernel_packages=HWE_METAS))
+    assert rendered["NVIDIA driver adopted"].active
+    assert rendered[ADOPTED_HELD].args.hold is False  # the holds of an earlier run are dropped
+    assert blocked_by_unattended_upgrades(rendered[UNATTENDED].args.content, MOVES_WITH_A_NEW_KERNEL) == []
+    # a DKMS driver from NVIDIA's repository is still held and kept out (nothing in it follows the kernel)
+    repo = packages("nvidia-driver-580-open", "nvidia-dkms-580-open", "nvidia-utils-580", version="580.95.05-1")
+    dkms = render_tasks(facts(WORKING_UBUNTU, nvidia_packages=repo))
+    assert dkms[ADOPTED_HELD].args.hold is True
+    assert blocked_by_unattended_upgrades(dkms[UNATTENDED].args.content, ("nvidia-utils-580",)) == ["nvidia-utils-580"]
+
+
+def test_every_installed_kernel_flavour_gets_its_modules_meta() -> None:
+    # GA and HWE metas both installed: both kernels are upgraded and either may boot
+    both = packages("linux-image-generic", "linux-image-generic-hwe-24.04", version="6.8.0-90.91")
+    assert signed_plan(facts(WORKING_UBUNTU, kernel_packages=both))[SIGNED].args.name == [
+        "linux-modules-nvidia-580-open-generic", "linux-modules-nvidia-580-open-generic-hwe-24.04"]
+    # the OEM kernels' letter series (packages.ubuntu.com lists linux-modules-nvidia-570-open-oem-24.04a/b/c/d)
+    oem = facts(WORKING_UBUNTU, kernel="6.11.0-1016-oem",
+                kernel_packages=packages("linux-image-oem-24.04b", version="6.11.0-1016.16"))
+    assert signed_plan(oem)[SIGNED].args.name == ["linux-modules-nvidia-580-open-oem-24.04b"]
+
+
+def test_a_superseded_running_kernel_is_not_named_and_hwe_headers_go_onto_hwe_kernels() -> None:
+    # the running kernel's module and header packages leave the archive once it is superseded
+    rendered = signed_plan()
+    assert not any("6.14.0-33" in name for name in rendered[SIGNED].args.name)
+    dkms = render_tasks(facts(WORKING_UBUNTU, kernel_packages=HWE_METAS), nvidia_driver_source="nvidia")
+    assert dkms["kernel headers and DKMS"].args.name[:2] == ["linux-headers-6.14.0-33-generic",
+                                                            "linux-headers-generic-hwe-24.04"]
