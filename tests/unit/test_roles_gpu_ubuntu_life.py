@@ -111,3 +111,26 @@ def test_a_superseded_running_kernel_is_not_named_and_hwe_headers_go_onto_hwe_ke
     dkms = render_tasks(facts(WORKING_UBUNTU, kernel_packages=HWE_METAS), nvidia_driver_source="nvidia")
     assert dkms["kernel headers and DKMS"].args.name[:2] == ["linux-headers-6.14.0-33-generic",
                                                             "linux-headers-generic-hwe-24.04"]
+
+
+TOOLKIT = "NVIDIA Container Toolkit installed"
+TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+                    "libnvidia-container1")
+
+
+def test_the_pinned_container_toolkit_is_held_so_no_background_upgrade_flips_it() -> None:
+    # NVIDIA's install guide installs the four packages `=${NVIDIA_CONTAINER_TOOLKIT_VERSION}`; a night's
+    # unattended-upgrades moved them to 1.18.2/1.19 and the next run downgraded and restarted docker
+    rendered = render_tasks(facts(WORKING_UBUNTU))
+    install = rendered[TOOLKIT].args
+    assert install.hold is True
+    assert install.name == [f"{name}=1.18.2-1" for name in TOOLKIT_PACKAGES]
+    # the unattended-upgrades settings no longer take NVIDIA's toolkit repository as an origin
+    assert "nvidia.github.io" not in rendered[UNATTENDED].args.content
+    # a run after the hold: the packages stay where they are, nothing to do, no restart
+    held = "".join(f"pkg={name}\t1.18.2-1\thi \n" for name in TOOLKIT_PACKAGES) + "now=100\nlists_mtime=99\n"
+    assert not plan("apt", held, name=install.name, hold=True).changed
+    # unpinned (empty): the newest, not held, delivered in the background
+    newest = render_tasks(facts(WORKING_UBUNTU), nvidia_container_toolkit_version="")
+    assert newest[TOOLKIT].args.hold is False
+    assert '"site=nvidia.github.io";' in newest[UNATTENDED].args.content
