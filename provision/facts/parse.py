@@ -35,6 +35,9 @@ SECTION_HEADER = re.compile(r"^@@([A-Za-z0-9][A-Za-z0-9_-]*)[ \t]+(\S.*?)[ \t]*$
 NVIDIA_VENDOR_ID = "10de"
 DISPLAY_CLASS_PREFIX = "03"  # PCI base class 0x03: VGA and 3D controllers
 KERNEL_META_PREFIXES = ("linux-image-", "linux-generic", "linux-oem")
+# the docker engine's packages of either origin (Docker's docker-ce, the distribution's docker.io)
+DOCKER_ENGINE_PACKAGES = frozenset({"docker-ce", "docker-ce-cli", "containerd.io", "docker-compose-plugin",
+                                    "docker-buildx-plugin", "docker.io"})
 
 
 @cache
@@ -120,8 +123,10 @@ def parse_probe(output: str) -> HostFacts:
         gpus=gpus,
         gpu_memory_used_mib=memory_used,
         gpu_processes=processes,
-        nvidia_packages=tuple(p for p in packages if not p.name.startswith(KERNEL_META_PREFIXES)),
+        nvidia_packages=tuple(p for p in packages if not p.name.startswith(KERNEL_META_PREFIXES)
+                              and p.name not in DOCKER_ENGINE_PACKAGES),
         kernel_packages=tuple(p for p in packages if p.name.startswith(KERNEL_META_PREFIXES)),
+        docker_packages=tuple(p for p in packages if p.name in DOCKER_ENGINE_PACKAGES),
         nvidia_runfile="runfile-installer yes" in get("nvidia-packages"),
         nvidia_apt_sources=parse_apt_source_lines(get("apt-sources")),
         kernel_modules=parse_kernel_modules(get("kernel-modules")),

@@ -119,13 +119,15 @@ if want nvidia-smi-pids; then
   [ "$_smi_rc" = 0 ] && emit bounded 30 nvidia-smi -q -d PIDS,MEMORY
 fi
 
-# the driver's packages as dpkg knows them: "STATUS PACKAGE VERSION" (none: installed outside apt)
+# the driver's, the kernel metas' and the docker engine's packages as dpkg knows them: "STATUS PACKAGE
+# VERSION" (no driver package: installed outside apt)
 if want nvidia-packages; then
   section nvidia-packages
   # shellcheck disable=SC2016 # dpkg-query's own ${field} format, not a shell expansion
   have dpkg-query && emit dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' -- \
     'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 'linux-objects-nvidia-*' 'linux-signatures-nvidia-*' \
-    'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*'
+    'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*' \
+    'docker-ce' 'docker-ce-cli' 'containerd.io' 'docker-compose-plugin' 'docker-buildx-plugin' 'docker.io'
   [ -x /usr/bin/nvidia-installer ] && echo "runfile-installer yes"
 fi
 

@@ -35,6 +35,7 @@ FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
     "gpu_processes": (*SMI, "nvidia-smi-pids"),
     "nvidia_packages": ("nvidia-packages",),
     "kernel_packages": ("nvidia-packages",),
+    "docker_packages": ("nvidia-packages",),
     "nvidia_runfile": ("nvidia-packages",),
     "nvidia_apt_sources": ("apt-sources",),
     "kernel_modules": ("kernel-modules",),

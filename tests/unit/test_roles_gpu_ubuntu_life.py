@@ -10,15 +10,20 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from provision.facts import parse_probe
 from provision.facts.model import InstalledPackage
 from tests.unit.ops_support import plan, script_of
-from tests.unit.test_roles_gpu_support import facts, render_tasks
+from tests.unit.test_roles_gpu_support import FIXTURES, facts, render_tasks
 
 WORKING_UBUNTU = "rtx5090-laptop-ubuntu2404.txt"
 SECURE_BOOT_FRESH = "rtx5090-fresh-secureboot.txt"
 INSTALL, SIGNED, ADOPTED_HELD = ("NVIDIA open driver installed and held", "Canonical's signed NVIDIA kernel modules",
                                  "adopted NVIDIA driver held")
 PIN, UNATTENDED = "NVIDIA driver pinned to its release", "NVIDIA driver kept out of unattended-upgrades"
+
+
+def facts_text(name: str) -> str:
+    return (FIXTURES / name).read_text()
 
 
 def packages(*names: str, version: str, held: bool = False) -> tuple[InstalledPackage, ...]:
@@ -134,3 +139,39 @@ def test_the_pinned_container_toolkit_is_held_so_no_background_upgrade_flips_it(
     newest = render_tasks(facts(WORKING_UBUNTU), nvidia_container_toolkit_version="")
     assert newest[TOOLKIT].args.hold is False
     assert '"site=nvidia.github.io";' in newest[UNATTENDED].args.content
+
+
+# `dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n'` on a laptop that followed Docker's
+# install page (https://docs.docker.com/engine/install/ubuntu/): docker-ce and friends from Docker's repository
+DOCKER_CE_DPKG = """ii  containerd.io 1.7.28-1~ubuntu.24.04~noble
+ii  docker-buildx-plugin 0.29.1-1~ubuntu.24.04~noble
+ii  docker-ce 5:28.5.1-1~ubuntu.24.04~noble
+ii  docker-ce-cli 5:28.5.1-1~ubuntu.24.04~noble
+ii  docker-compose-plugin 2.40.3-1~ubuntu.24.04~noble
+ii  nvidia-driver-580-open 580.95.05-0ubuntu0.24.04.2"""
+
+
+def test_docker_ce_already_installed_is_adopted_not_replaced_by_docker_io() -> None:
+    host = parse_probe(facts_text(WORKING_UBUNTU) + "@@section nvidia-packages\n" + DOCKER_CE_DPKG + "\n")
+    assert [p.name for p in host.nvidia_packages] == ["nvidia-driver-580-open"]
+    assert "docker-ce" in [p.name for p in host.docker_packages]
+    rendered = render_tasks(host)
+    # docker.io conflicts with docker-ce (Docker's install page): installing it would remove docker-ce,
+    # containerd.io and the compose plugin
+    assert rendered["Docker engine installed"].skipped
+    assert "docker.io" not in [spec for item in rendered.values() if item.active and item.task.op == "apt"
+                               for spec in item.args.name]
+    assert "Docker CE 5:28.5.1-1~ubuntu.24.04~noble is installed" in rendered["Docker CE adopted"].args.msg
+    # a host with docker.io (or no engine) gets docker.io as before
+    assert render_tasks(facts(WORKING_UBUNTU))["Docker engine installed"].args.name == ["docker.io"]
+
+
+def test_check_mode_on_a_host_without_docker_plans_the_path_of_the_docker_it_installs() -> None:
+    # the real H200 (Ubuntu 24.04, no docker yet): its docker.io is 29, so CDI, not the cgroupfs workaround
+    h200 = render_tasks(facts("h200-driver580-nopackages.txt"))
+    assert h200["docker reads CDI specs"].active
+    assert h200["docker keeps the containers' cgroups from systemd (cgroupfs driver)"].skipped
+    assert h200["a container sees the GPU"].args.cmd.endswith("--device nvidia.com/gpu=all")
+    # Debian 12's docker.io is 20.10: the cgroupfs driver, as the run itself will do
+    bookworm = render_tasks(facts("debian12-rtx5090-standin-fresh.txt"))
+    assert bookworm["docker keeps the containers' cgroups from systemd (cgroupfs driver)"].active
