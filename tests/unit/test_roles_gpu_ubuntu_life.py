@@ -175,3 +175,23 @@ def test_check_mode_on_a_host_without_docker_plans_the_path_of_the_docker_it_ins
     # Debian 12's docker.io is 20.10: the cgroupfs driver, as the run itself will do
     bookworm = render_tasks(facts("debian12-rtx5090-standin-fresh.txt"))
     assert bookworm["docker keeps the containers' cgroups from systemd (cgroupfs driver)"].active
+
+
+SECURE_BOOT_REFUSAL = "Secure Boot allows the driver's kernel module (Ubuntu)"
+
+
+def test_secure_boot_with_a_working_older_signed_driver_is_refused_before_it_is_purged() -> None:
+    # what `ubuntu-drivers install` put on an RTX 5090 laptop before 580: the signed 570 (Canonical's modules)
+    signed_570 = packages("nvidia-driver-570-open", "nvidia-utils-570", "libnvidia-compute-570",
+                          "linux-modules-nvidia-570-open-generic-hwe-24.04", version="570.195.03-0ubuntu0.24.04.1")
+    host = facts(WORKING_UBUNTU, secure_boot="enabled", driver_version="570.195.03",
+                 loaded_module_version="570.195.03", nvidia_packages=signed_570)
+    rendered = render_tasks(host)
+    assert rendered[SECURE_BOOT_REFUSAL].active
+    assert "replace the working driver 570.195.03 here (Canonical's signed modules)" in rendered[
+        SECURE_BOOT_REFUSAL].args.msg
+    assert "nvidia_driver_signed_modules: true" in rendered[SECURE_BOOT_REFUSAL].args.msg
+    # the signed path replaces it with Canonical's signed 580 instead: no refusal
+    assert render_tasks(host, nvidia_driver_signed_modules=True)[SECURE_BOOT_REFUSAL].skipped
+    # a working 580 is adopted: nothing is replaced, nothing refused
+    assert render_tasks(facts(WORKING_UBUNTU, secure_boot="enabled"))[SECURE_BOOT_REFUSAL].skipped
