@@ -125,11 +125,12 @@ def test_debian_gets_the_compute_only_open_driver_of_the_branch_pinned_and_held(
 
 
 def test_ubuntu_gets_the_headless_open_driver_or_canonicals_signed_modules() -> None:
-    rendered = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="nvidia")
+    server = facts(WORKING_UBUNTU, prime_profile=None)  # no display on the GPU: the compute-only flavour
+    rendered = render_tasks(server, nvidia_driver_source="nvidia")
     assert rendered["NVIDIA open driver installed and held"].args.name == [
         "nvidia-headless-580-open=580.*", "nvidia-utils-580=580.*"]
     assert rendered["Canonical's signed NVIDIA kernel modules"].skipped
-    signed = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True,
+    signed = render_tasks(server, nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True,
                           nvidia_driver_kernel_flavour="generic-hwe-24.04")
     # the flavour's meta only: it brings the current ABI's modules (issue 21, item 6)
     assert signed["Canonical's signed NVIDIA kernel modules"].args.name == [

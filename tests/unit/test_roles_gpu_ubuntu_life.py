@@ -11,7 +11,7 @@ import fnmatch
 import re
 
 from provision.facts import parse_probe
-from provision.facts.model import InstalledPackage
+from provision.facts.model import GpuProcess, InstalledPackage, LoginSession
 from tests.unit.ops_support import plan, script_of
 from tests.unit.test_roles_gpu_support import FIXTURES, facts, render_tasks
 
@@ -195,3 +195,28 @@ def test_secure_boot_with_a_working_older_signed_driver_is_refused_before_it_is_
     assert render_tasks(host, nvidia_driver_signed_modules=True)[SECURE_BOOT_REFUSAL].skipped
     # a working 580 is adopted: nothing is replaced, nothing refused
     assert render_tasks(facts(WORKING_UBUNTU, secure_boot="enabled"))[SECURE_BOOT_REFUSAL].skipped
+
+
+def test_a_display_on_the_nvidia_gpu_gets_the_full_driver_not_the_headless_one() -> None:
+    proprietary = packages("nvidia-driver-570", "nvidia-utils-570", "xserver-xorg-video-nvidia-570",
+                           version="570.195.03-0ubuntu0.24.04.1")
+
+    def driver_names(**overrides: object) -> list[str]:
+        host = facts(WORKING_UBUNTU, **{"open_kernel_module": False, "nvidia_packages": proprietary, **overrides})
+        return [spec.split("=")[0] for spec in render_tasks(host)[INSTALL].args.name]
+
+    # prime-select answers (hybrid graphics: `nvidia` or `on-demand` outputs through the dGPU)
+    assert driver_names(prime_profile="nvidia") == ["nvidia-driver-580-open"]
+    assert driver_names(prime_profile="on-demand") == ["nvidia-driver-580-open"]
+    # no nvidia-prime, but Xorg on the GPU (nvidia-smi -q) or a local Wayland session (loginctl)
+    xorg = (GpuProcess(pid=1248, type="G", name="/usr/lib/xorg/Xorg", used_mib=2800),)
+    assert driver_names(prime_profile=None, gpu_processes=xorg) == ["nvidia-driver-580-open"]
+    wayland = (LoginSession(id="2", remote=False, session_class="user", type="wayland", state="active"),)
+    assert driver_names(prime_profile=None, sessions=wayland) == ["nvidia-driver-580-open"]
+    # a server: nobody at it, no display: the compute-only flavour
+    ssh = (LoginSession(id="5", remote=True, session_class="user", type="tty", state="active"),)
+    assert driver_names(prime_profile=None, sessions=ssh) == ["nvidia-headless-580-open", "nvidia-utils-580"]
+    # the signed path takes the full driver over Canonical's modules too
+    signed = signed_plan(facts(WORKING_UBUNTU, open_kernel_module=False, nvidia_packages=proprietary,
+                               prime_profile="nvidia"))
+    assert [spec.split("=")[0] for spec in signed[INSTALL].args.name] == ["nvidia-driver-580-open"]
