@@ -220,3 +220,11 @@ def test_a_display_on_the_nvidia_gpu_gets_the_full_driver_not_the_headless_one()
     signed = signed_plan(facts(WORKING_UBUNTU, open_kernel_module=False, nvidia_packages=proprietary,
                                prime_profile="nvidia"))
     assert [spec.split("=")[0] for spec in signed[INSTALL].args.name] == ["nvidia-driver-580-open"]
+
+
+def test_the_dev_char_links_are_made_before_docker_and_the_model_start() -> None:
+    # NVIDIA's troubleshooting page: certain runc versions lose the GPU at a daemon-reload when the
+    # /dev/char links are missing; at boot, docker and the model's unit must not start before them
+    unit = render_tasks(facts(WORKING_UBUNTU), vllm_service_name="gemma")["/dev/char symlinks unit"].args.content
+    before = re.search(r"^Before=(.*)$", unit, flags=re.MULTILINE)
+    assert before is not None and set(before.group(1).split()) >= {"docker.service", "gemma.service"}
