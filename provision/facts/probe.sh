@@ -131,13 +131,15 @@ if want nvidia-packages; then
   [ -x /usr/bin/nvidia-installer ] && echo "runfile-installer yes"
 fi
 
-# every apt source line (deb lines, deb822 URIs/Signed-By): "FILE<TAB>LINE", so that entries of an
-# earlier attempt at NVIDIA's repositories, with another Signed-By, are found
+# the apt source lines of NVIDIA's repositories (deb lines, deb822 URIs/Signed-By naming nvidia or cuda:
+# NVIDIA's hosts, and a mirror's cuda/repos and libnvidia-container paths): "FILE<TAB>LINE", so that
+# entries of an earlier attempt, with another Signed-By, are found; the distribution's own are not listed
 if want apt-sources; then
   section apt-sources
   for _file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
     [ -r "$_file" ] || continue
-    grep -iE '^[[:space:]]*(deb(-src)?[[:space:]]|URIs:|Signed-By:)' "$_file" 2>/dev/null | sed "s|^|$_file\t|"
+    grep -iE '^[[:space:]]*(deb(-src)?[[:space:]]|URIs:|Signed-By:)' "$_file" 2>/dev/null | grep -iE 'nvidia|cuda' |
+      sed "s|^|$_file\t|"
   done
 fi
 

@@ -13,6 +13,7 @@ import pytest
 from provision.connection.base import RunResult, wrap_script
 from provision.errors import CommandFailed
 from provision.facts import gather_facts, parse_probe, probe_script, split_sections
+from provision.facts.model import AptSourceLine
 from provision.facts.parse import probe_script as _probe_script
 
 KNOWN_SECTIONS = {
@@ -108,3 +109,20 @@ def test_gather_facts_names_the_host_and_stderr_when_nothing_came_back() -> None
         gather_facts(conn)  # type: ignore[arg-type]
     message = str(raised.value)
     assert "host laptop" in message and "sudo: a password is required" in message and "exit code 1" in message
+
+
+def test_only_nvidias_apt_sources_are_listed_as_nvidia_sources(tmp_path: Path) -> None:
+    # the real H200's Ubuntu 24.04 ubuntu.sources (tests/unit/fixtures/facts/h200-driver580-nopackages.txt
+    # listed its lines as NVIDIA sources, issue 21 item 10) beside the entry cuda-keyring writes
+    lists = tmp_path / "apt" / "sources.list.d"
+    lists.mkdir(parents=True)
+    (lists / "ubuntu.sources").write_text(
+        "Types: deb\nURIs: http://archive.ubuntu.com/ubuntu/\nSuites: noble noble-updates noble-backports\n"
+        "Components: main restricted universe multiverse\nSigned-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n")
+    cuda = ("deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/ /")
+    (lists / "cuda-ubuntu2404-x86_64.list").write_text(cuda + "\n")
+    script = "PROBE_SECTIONS=apt-sources\n" + probe_script().replace("/etc/apt/", f"{tmp_path}/apt/")
+    result = run_wrapped(script, dict(os.environ))
+    assert parse_probe(result.stdout).nvidia_apt_sources == (
+        AptSourceLine(path=f"{lists}/cuda-ubuntu2404-x86_64.list", line=cuda),)
