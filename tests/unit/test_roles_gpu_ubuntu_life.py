@@ -228,3 +228,18 @@ def test_the_dev_char_links_are_made_before_docker_and_the_model_start() -> None
     unit = render_tasks(facts(WORKING_UBUNTU), vllm_service_name="gemma")["/dev/char symlinks unit"].args.content
     before = re.search(r"^Before=(.*)$", unit, flags=re.MULTILINE)
     assert before is not None and set(before.group(1).split()) >= {"docker.service", "gemma.service"}
+
+
+def test_a_driver_upgraded_but_not_yet_rebooted_is_adopted_and_rebooted_not_replaced() -> None:
+    # the signed driver moved to the branch's SRU with the kernel; the old module is still loaded and
+    # nvidia-smi exits 18 ("Failed to initialize NVML: Driver/library version mismatch")
+    upgraded = packages("nvidia-driver-580-open", "nvidia-utils-580", "libnvidia-compute-580",
+                        "linux-modules-nvidia-580-open-generic-hwe-24.04", version=SRU)
+    host = facts(WORKING_UBUNTU, nvidia_smi_ok=False, gpus=(), nvidia_smi_rc=18, nvidia_packages=upgraded,
+                 nvidia_smi_error="Failed to initialize NVML: Driver/library version mismatch")
+    rendered = render_tasks(host)
+    assert rendered["NVIDIA driver adopted"].active and rendered[INSTALL].skipped
+    assert rendered["NVIDIA open driver installed and held"].skipped
+    assert rendered["reboot for the NVIDIA driver"].active
+    # after the reboot the branch's new release answers
+    assert "580.*) ;;" in rendered["NVIDIA driver verified with nvidia-smi"].args.cmd
