@@ -154,6 +154,9 @@ class HostFacts:
     open_kernel_module: bool | None = None
     nouveau_loaded: bool = False
     secure_boot: SecureBootState = "unknown"
+    # DKMS's signing key (/var/lib/dkms/mok.pub) enrolled as a Machine Owner Key (`mokutil --test-key`);
+    # None: no key yet, or no mokutil
+    dkms_key_enrolled: bool | None = None
     # the root filesystem sits on dm-crypt (LUKS): a reboot waits at the passphrase prompt
     root_encrypted: bool = False
     sessions: tuple[LoginSession, ...] = ()

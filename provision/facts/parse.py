@@ -135,6 +135,7 @@ def parse_probe(output: str) -> HostFacts:
         open_kernel_module=parse_open_kernel_module(proc_version),
         nouveau_loaded=parse_key_values(get("nouveau")).get("loaded") == "yes",
         secure_boot=parse_secure_boot(get("secure-boot")),
+        dkms_key_enrolled=parse_dkms_key_enrolled(get("secure-boot")),
         root_encrypted=parse_root_encrypted(get("root-encryption")),
         sessions=parse_sessions(get("sessions")),
         prime_profile=get("prime-select").strip() or None,
@@ -323,6 +324,19 @@ def parse_secure_boot(text: str) -> SecureBootState:
     if efi == "yes" and values.get("efivars") == "yes":
         return "disabled"  # EFI variables readable, but no SecureBoot one: the firmware lacks it
     return "unknown"
+
+
+def parse_dkms_key_enrolled(text: str) -> bool | None:
+    """`mokutil --test-key /var/lib/dkms/mok.pub`: "... is already enrolled" / "... is not enrolled".
+
+    None: not asked (no DKMS key yet, or no mokutil).
+    """
+    answer = parse_key_values(text).get("mok-test-key", "")
+    if "is already enrolled" in answer:
+        return True
+    if "is not enrolled" in answer:
+        return False
+    return None
 
 
 def parse_dpkg_lock(text: str) -> bool:

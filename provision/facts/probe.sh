@@ -177,6 +177,8 @@ if want secure-boot; then
   section secure-boot
   if have mokutil; then
     bounded 5 mokutil --sb-state 2>&1 | sed 's/^/mokutil=/'
+    # whether DKMS's signing key is an enrolled Machine Owner Key (DKMS signs what it builds with it)
+    [ -r /var/lib/dkms/mok.pub ] && bounded 5 mokutil --test-key /var/lib/dkms/mok.pub 2>&1 | sed 's/^/mok-test-key=/'
   fi
   if [ -d /sys/firmware/efi ]; then
     echo "efi=yes"

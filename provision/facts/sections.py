@@ -45,6 +45,7 @@ FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
     "open_kernel_module": ("nvidia-proc-version",),
     "nouveau_loaded": ("nouveau",),
     "secure_boot": ("secure-boot",),
+    "dkms_key_enrolled": ("secure-boot",),
     "root_encrypted": ("root-encryption",),
     "sessions": ("sessions",),
     "prime_profile": ("prime-select",),

@@ -70,7 +70,7 @@ def test_each_refusal_has_its_own_message(fixture: str, overrides: dict, refusal
 
 def test_secure_boot_is_fine_with_signed_modules_an_enrolled_key_or_a_working_driver() -> None:
     ubuntu = facts(BEFORE_REBOOT_UBUNTU, secure_boot="enabled")
-    debian = facts(FRESH_DEBIAN, secure_boot="enabled")
+    debian = facts(FRESH_DEBIAN, secure_boot="enabled", dkms_key_enrolled=True)  # mokutil --test-key confirms
     assert not any(render_tasks(ubuntu, nvidia_driver_signed_modules=True)[name].active for name in REFUSALS)
     assert not any(render_tasks(debian, nvidia_driver_secure_boot_mok=True)[name].active for name in REFUSALS)
     working = facts(WORKING_UBUNTU, secure_boot="enabled")

@@ -243,3 +243,20 @@ def test_a_driver_upgraded_but_not_yet_rebooted_is_adopted_and_rebooted_not_repl
     assert rendered["reboot for the NVIDIA driver"].active
     # after the reboot the branch's new release answers
     assert "580.*) ;;" in rendered["NVIDIA driver verified with nvidia-smi"].args.cmd
+
+
+def test_an_enrolled_dkms_key_is_taken_from_mokutil_not_from_the_setting_alone() -> None:
+    from provision.facts.parse import parse_dkms_key_enrolled
+
+    # `mokutil --test-key` prints "<file> is already enrolled" or "<file> is not enrolled"
+    def secure_boot(answer: str) -> str:
+        return f"mokutil=SecureBoot enabled\nmok-test-key=/var/lib/dkms/mok.pub {answer}\nefi=yes\n"
+
+    assert parse_dkms_key_enrolled(secure_boot("is already enrolled")) is True
+    assert parse_dkms_key_enrolled(secure_boot("is not enrolled")) is False
+    assert parse_dkms_key_enrolled("mokutil=SecureBoot enabled\n") is None  # no key yet
+    fresh = facts(SECURE_BOOT_FRESH, prime_profile=None, dkms_key_enrolled=False)
+    refusal = render_tasks(fresh, nvidia_driver_secure_boot_mok=True)[SECURE_BOOT_REFUSAL]
+    assert refusal.active and "says the DKMS key is not enrolled" in refusal.args.msg
+    enrolled = facts(SECURE_BOOT_FRESH, prime_profile=None, dkms_key_enrolled=True)
+    assert render_tasks(enrolled, nvidia_driver_secure_boot_mok=True)[SECURE_BOOT_REFUSAL].skipped
