@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import subprocess
 
 from provision.facts import parse_probe
-from provision.facts.model import GpuProcess, InstalledPackage, LoginSession
+from provision.facts.model import GpuProcess, InstalledPackage, KernelModules, LoginSession
 from tests.unit.ops_support import plan, script_of
 from tests.unit.test_roles_gpu_support import FIXTURES, facts, render_tasks
 
@@ -260,3 +261,24 @@ def test_an_enrolled_dkms_key_is_taken_from_mokutil_not_from_the_setting_alone()
     assert refusal.active and "says the DKMS key is not enrolled" in refusal.args.msg
     enrolled = facts(SECURE_BOOT_FRESH, prime_profile=None, dkms_key_enrolled=True)
     assert render_tasks(enrolled, nvidia_driver_secure_boot_mok=True)[SECURE_BOOT_REFUSAL].skipped
+
+
+def test_a_later_kernel_dkms_cannot_build_for_stops_the_run_before_it_is_booted(tmp_path) -> None:
+    # a held DKMS 580 that does not build on a newer HWE kernel (pop-os/pop#3811): before, only a warning
+    repo = packages("nvidia-driver-580-open", "nvidia-dkms-580-open", "nvidia-utils-580", version="580.95.05-1")
+    host = facts(WORKING_UBUNTU, nvidia_packages=repo, kernel_modules=(
+        KernelModules("6.14.0-33-generic", True), KernelModules("6.17.0-40-generic", False)))
+    task = render_tasks(host)["every installed kernel has the DKMS-built NVIDIA module"]
+    assert task.active and "dkms autoinstall -k '6.17.0-40-generic'" in task.args.cmd
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # DKMS's own words when the build fails
+    (bin_dir / "dkms").write_text("#!/bin/sh\necho 'Error! Bad return status for module build on kernel: $3' >&2\n"
+                                  "exit 10\n")
+    (bin_dir / "dkms").chmod(0o755)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", task.args.cmd], capture_output=True, text=True,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, check=False)
+    assert done.returncode == 1
+    assert "could not build the NVIDIA module for kernel 6.17.0-40-generic" in done.stderr
+    # Canonical's signed modules bring their own package per kernel: nothing to build
+    assert signed_plan(host)["every installed kernel has the DKMS-built NVIDIA module"].skipped
