@@ -145,6 +145,8 @@ class HostFacts:
     nvidia_packages: tuple[InstalledPackage, ...] = ()
     # kernel meta-packages (linux-image-generic-hwe-24.04, linux-oem-24.04, ...): the flavour that upgrades
     kernel_packages: tuple[InstalledPackage, ...] = ()
+    # the docker engine's installed packages (docker-ce, containerd.io, ... or docker.io): which one to keep
+    docker_packages: tuple[InstalledPackage, ...] = ()
     nvidia_runfile: bool = False
     # every apt source line (deb lines, deb822 URIs/Signed-By): stray NVIDIA entries are found in these
     nvidia_apt_sources: tuple[AptSourceLine, ...] = ()
@@ -156,6 +158,9 @@ class HostFacts:
     open_kernel_module: bool | None = None
     nouveau_loaded: bool = False
     secure_boot: SecureBootState = "unknown"
+    # DKMS's signing key (/var/lib/dkms/mok.pub) enrolled as a Machine Owner Key (`mokutil --test-key`);
+    # None: no key yet, or no mokutil
+    dkms_key_enrolled: bool | None = None
     # the root filesystem sits on dm-crypt (LUKS): a reboot waits at the passphrase prompt
     root_encrypted: bool = False
     sessions: tuple[LoginSession, ...] = ()
@@ -171,7 +176,7 @@ class HostFacts:
 
     def __post_init__(self) -> None:
         for name in ("disks", "pci_gpus", "gpus", "gpu_memory_used_mib", "gpu_processes", "nvidia_packages",
-                     "kernel_packages", "nvidia_apt_sources", "kernel_modules", "sessions"):
+                     "kernel_packages", "docker_packages", "nvidia_apt_sources", "kernel_modules", "sessions"):
             object.__setattr__(self, name, tuple(object.__getattribute__(self, name)))
         gathered = object.__getattribute__(self, "gathered")
         if gathered is None or {"kernel_modules", "nvidia_smi_ok"} <= gathered:

@@ -35,6 +35,9 @@ SECTION_HEADER = re.compile(r"^@@([A-Za-z0-9][A-Za-z0-9_-]*)[ \t]+(\S.*?)[ \t]*$
 NVIDIA_VENDOR_ID = "10de"
 DISPLAY_CLASS_PREFIX = "03"  # PCI base class 0x03: VGA and 3D controllers
 KERNEL_META_PREFIXES = ("linux-image-", "linux-generic", "linux-oem")
+# the docker engine's packages of either origin (Docker's docker-ce, the distribution's docker.io)
+DOCKER_ENGINE_PACKAGES = frozenset({"docker-ce", "docker-ce-cli", "containerd.io", "docker-compose-plugin",
+                                    "docker-buildx-plugin", "docker.io"})
 
 
 @cache
@@ -120,8 +123,10 @@ def parse_probe(output: str) -> HostFacts:
         gpus=gpus,
         gpu_memory_used_mib=memory_used,
         gpu_processes=processes,
-        nvidia_packages=tuple(p for p in packages if not p.name.startswith(KERNEL_META_PREFIXES)),
+        nvidia_packages=tuple(p for p in packages if not p.name.startswith(KERNEL_META_PREFIXES)
+                              and p.name not in DOCKER_ENGINE_PACKAGES),
         kernel_packages=tuple(p for p in packages if p.name.startswith(KERNEL_META_PREFIXES)),
+        docker_packages=tuple(p for p in packages if p.name in DOCKER_ENGINE_PACKAGES),
         nvidia_runfile="runfile-installer yes" in get("nvidia-packages"),
         nvidia_apt_sources=parse_apt_source_lines(get("apt-sources")),
         kernel_modules=parse_kernel_modules(get("kernel-modules")),
@@ -130,6 +135,7 @@ def parse_probe(output: str) -> HostFacts:
         open_kernel_module=parse_open_kernel_module(proc_version),
         nouveau_loaded=parse_key_values(get("nouveau")).get("loaded") == "yes",
         secure_boot=parse_secure_boot(get("secure-boot")),
+        dkms_key_enrolled=parse_dkms_key_enrolled(get("secure-boot")),
         root_encrypted=parse_root_encrypted(get("root-encryption")),
         sessions=parse_sessions(get("sessions")),
         prime_profile=get("prime-select").strip() or None,
@@ -325,6 +331,19 @@ def parse_secure_boot(text: str) -> SecureBootState:
     if efi == "yes" and (values.get("efivars") == "yes" or mokutil_first == [MOKUTIL_NO_SECURE_BOOT]):
         return "not_supported"  # EFI variables readable, but no SecureBoot one: the firmware lacks it
     return "unknown"
+
+
+def parse_dkms_key_enrolled(text: str) -> bool | None:
+    """`mokutil --test-key /var/lib/dkms/mok.pub`: "... is already enrolled" / "... is not enrolled".
+
+    None: not asked (no DKMS key yet, or no mokutil).
+    """
+    answer = parse_key_values(text).get("mok-test-key", "")
+    if "is already enrolled" in answer:
+        return True
+    if "is not enrolled" in answer:
+        return False
+    return None
 
 
 def parse_dpkg_lock(text: str) -> bool:

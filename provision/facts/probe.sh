@@ -119,23 +119,27 @@ if want nvidia-smi-pids; then
   [ "$_smi_rc" = 0 ] && emit bounded 30 nvidia-smi -q -d PIDS,MEMORY
 fi
 
-# the driver's packages as dpkg knows them: "STATUS PACKAGE VERSION" (none: installed outside apt)
+# the driver's, the kernel metas' and the docker engine's packages as dpkg knows them: "STATUS PACKAGE
+# VERSION" (no driver package: installed outside apt)
 if want nvidia-packages; then
   section nvidia-packages
   # shellcheck disable=SC2016 # dpkg-query's own ${field} format, not a shell expansion
   have dpkg-query && emit dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' -- \
     'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 'linux-objects-nvidia-*' 'linux-signatures-nvidia-*' \
-    'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*'
+    'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*' \
+    'docker-ce' 'docker-ce-cli' 'containerd.io' 'docker-compose-plugin' 'docker-buildx-plugin' 'docker.io'
   [ -x /usr/bin/nvidia-installer ] && echo "runfile-installer yes"
 fi
 
-# every apt source line (deb lines, deb822 URIs/Signed-By): "FILE<TAB>LINE", so that entries of an
-# earlier attempt at NVIDIA's repositories, with another Signed-By, are found
+# the apt source lines of NVIDIA's repositories (deb lines, deb822 URIs/Signed-By naming nvidia or cuda:
+# NVIDIA's hosts, and a mirror's cuda/repos and libnvidia-container paths): "FILE<TAB>LINE", so that
+# entries of an earlier attempt, with another Signed-By, are found; the distribution's own are not listed
 if want apt-sources; then
   section apt-sources
   for _file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
     [ -r "$_file" ] || continue
-    grep -iE '^[[:space:]]*(deb(-src)?[[:space:]]|URIs:|Signed-By:)' "$_file" 2>/dev/null | sed "s|^|$_file\t|"
+    grep -iE '^[[:space:]]*(deb(-src)?[[:space:]]|URIs:|Signed-By:)' "$_file" 2>/dev/null | grep -iE 'nvidia|cuda' |
+      sed "s|^|$_file\t|"
   done
 fi
 
@@ -173,6 +177,8 @@ if want secure-boot; then
   section secure-boot
   if have mokutil; then
     bounded 5 mokutil --sb-state 2>&1 | sed 's/^/mokutil=/'
+    # whether DKMS's signing key is an enrolled Machine Owner Key (DKMS signs what it builds with it)
+    [ -r /var/lib/dkms/mok.pub ] && bounded 5 mokutil --test-key /var/lib/dkms/mok.pub 2>&1 | sed 's/^/mok-test-key=/'
   fi
   if [ -d /sys/firmware/efi ]; then
     echo "efi=yes"

@@ -46,6 +46,16 @@ CAUSES: tuple[Cause, ...] = (
            "out of GPU memory: lower gpu_memory_utilization or max_model_len, or use a smaller model"),
     _cause("no_kernel_image", r"no kernel image is available for execution on the device",
            "the image has no kernels for this GPU (wrong CUDA architecture): use an image built for it"),
+    # CUDA's own initialisation fails though NVML (nvidia-smi) works: the libcuda in use is not the host
+    # driver's. vLLM images from 0.15 put CUDA's forward-compatibility libraries on the library path, and
+    # under CDI on driver 580 they gave 803 (vllm#33116, #34821; gpustack#4678, whose log line is in the
+    # corpus); GeForce cards cannot use forward compatibility at all: 804 (vllm#5510).
+    _cause("cuda_driver_mismatch", r"Error 803: system has unsupported display driver / cuda driver combination",
+           "CUDA in the container does not match the host driver (the image's CUDA compatibility libraries "
+           "are on its library path): leave VLLM_ENABLE_CUDA_COMPATIBILITY unset, or reboot after a driver update"),
+    _cause("cuda_forward_compat", r"Error 804: forward compatibility was attempted on non supported HW",
+           "the image's CUDA needs a newer driver and this GPU cannot use CUDA forward compatibility: "
+           "upgrade the host driver or use an image built for its CUDA version"),
     _cause("no_gpu_in_container", r"Failed to infer device type",
            "the container sees no GPU: check `--gpus all` and the NVIDIA container runtime"),
     _cause("docker_no_gpu_driver", r"could not select device driver \".*\" with capabilities: \[\[gpu\]\]",

@@ -14,6 +14,10 @@ from typing import Any
 from tests.lab import Lab
 
 REPO = Path(__file__).resolve().parents[2]
+# `apt-mark showhold` after `up` on a Debian lab laptop: the driver's top-level packages and the container
+# toolkit's four, held at their pin so that no background upgrade moves them (issue 21)
+HELD_BY_UP = ["libnvidia-container-tools", "libnvidia-container1", "nvidia-container-toolkit",
+              "nvidia-container-toolkit-base", "nvidia-driver-cuda", "nvidia-kernel-open-dkms"]
 
 
 @dataclass

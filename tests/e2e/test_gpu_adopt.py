@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import provision
+from tests.e2e.helpers import HELD_BY_UP, provision
 from tests.e2e.test_gpu_up import BOOT_COUNTER, GPU_STACK, boots, sh
 from tests.standins.nvidia import HostTraits
 from tests.standins.nvidia.catalogue import DRIVER_VERSIONS
@@ -61,7 +61,7 @@ def test_a_working_driver_is_adopted_with_no_driver_package_change(adopted):
         return [line.split()[0] + " " + line.split()[1] for line in listing.splitlines() if "container" not in line]
     assert driver(adopted["after"]) == driver(adopted["before"])
     assert f"nvidia-kernel-open-dkms {DRIVER}-1" in driver(adopted["after"])
-    assert sh(host, "apt-mark showhold").split() == ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"]
+    assert sh(host, "apt-mark showhold").split() == HELD_BY_UP
 
 
 def test_the_stray_entry_is_moved_aside_and_said(adopted):

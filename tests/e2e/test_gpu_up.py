@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import Run, provision
+from tests.e2e.helpers import HELD_BY_UP, Run, provision
 from tests.lab import LabHost
 from tests.standins.nvidia import HostTraits
 from tests.standins.nvidia.catalogue import DRIVER_VERSIONS
@@ -84,7 +84,7 @@ def test_first_run_installs_the_driver_with_one_reboot(laptop):
     assert sh(host, query) == f"NVIDIA GeForce RTX 5090 Laptop GPU, {FIRST_DRIVER}, 12.0, 24463"
     assert "Open Kernel Module" in sh(host, "cat /proc/driver/nvidia/version")
     assert sh(host, "test -d /sys/module/nouveau && echo loaded || echo gone") == "gone"
-    assert sh(host, "apt-mark showhold").split() == ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"]
+    assert sh(host, "apt-mark showhold").split() == HELD_BY_UP
     installed = sh(host, "dpkg-query -W -f='${Package}\\n' | sort").split()
     assert {"nvidia-kernel-open-dkms", "cuda-toolkit-12-9", "nvidia-container-toolkit"} <= set(installed)
     assert set(installed).isdisjoint({"nvidia-kernel-dkms", "cuda-drivers", "cuda", "cuda-12-9", "nvidia-open"})
@@ -143,7 +143,7 @@ def test_a_new_driver_pin_upgrades_with_exactly_one_reboot(upgraded):
     assert upgraded["check"].changed_tasks(host.name) == run.changed_tasks(host.name) == expected
     assert upgraded["reboots"] == 1
     assert sh(host, "nvidia-smi --query-gpu=driver_version --format=csv,noheader") == NEXT_DRIVER
-    assert sh(host, "apt-mark showhold").split() == ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"]
+    assert sh(host, "apt-mark showhold").split() == HELD_BY_UP
 
 
 def test_after_the_upgrade_a_rerun_changes_nothing(upgraded):

@@ -19,7 +19,7 @@ from typing import Any
 import docker
 import pytest
 
-from tests.e2e.helpers import provision
+from tests.e2e.helpers import HELD_BY_UP, provision
 from tests.lab import Lab, LabHost
 from tests.lab.image import IMAGE
 from tests.lab.net import free_port
@@ -159,7 +159,7 @@ def test_a_fresh_offline_gpu_laptop_converges_the_whole_site_from_the_bundle(sit
     assert sh(host, "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader") == \
         f"NVIDIA GeForce RTX 5090 Laptop GPU, {DRIVER_VERSIONS[0]}"
     # the pin and the holds work on packages whose origin is the bundle
-    assert sh(host, "apt-mark showhold").split() == ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"]
+    assert sh(host, "apt-mark showhold").split() == HELD_BY_UP
     policy = sh(host, "apt-cache policy nvidia-driver-cuda")
     assert f"Installed: {DRIVER_VERSIONS[0]}-1" in policy and f"{DRIVER_VERSIONS[0]}-1 1000" in policy, policy
     assert "file:/var/lib/provision/bundle/apt/debian-bookworm" in policy, policy

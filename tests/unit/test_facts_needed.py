@@ -70,11 +70,13 @@ def needed(tags: frozenset[str], **variables: Any) -> frozenset[str] | None:
     return on_host.facts_needed([*tasks, *on_host.handlers_notifiable_by(tasks)])
 
 
-def test_the_docker_role_reads_no_fact_unless_it_adds_docker_s_own_repository() -> None:
-    assert needed(frozenset({"docker"}), docker_insecure_registries=[]) == frozenset()
+def test_the_docker_role_reads_only_the_engines_packages_unless_it_adds_docker_s_own_repository() -> None:
+    # which engine is installed (Docker CE is adopted, not replaced by docker.io: issue 21)
+    assert needed(frozenset({"docker"}), docker_insecure_registries=[]) == {"docker_packages"}
     # the repository's suite is the OS codename, its URL the OS id (through docker_repo_url), the
     # architecture is the operation's own read (apt_repository.reads_facts)
-    assert needed(frozenset({"docker"}), docker_insecure_registries=[], docker_source="docker") == {"os", "arch"}
+    assert needed(frozenset({"docker"}), docker_insecure_registries=[], docker_source="docker") == {
+        "os", "arch", "docker_packages"}
 
 
 def test_the_preflight_reads_what_its_checks_name() -> None:

@@ -13,8 +13,10 @@ import pytest
 from provision.connection.base import RunResult, wrap_script
 from provision.errors import CommandFailed
 from provision.facts import gather_facts, parse_probe, probe_script, split_sections
+from provision.facts.model import AptSourceLine
 from provision.facts.parse import probe_script as _probe_script
 
+RECORDED = Path(__file__).parent / "fixtures" / "recorded"
 KNOWN_SECTIONS = {
     "os-release", "kernel", "boot-id", "reboot-marker", "cpus", "meminfo", "disk-free", "systemd", "docker",
     "pci-nvidia", "nvidia-smi", "nvidia-smi-rc", "nvidia-proc-version", "nvidia-module-version", "nouveau",
@@ -108,3 +110,19 @@ def test_gather_facts_names_the_host_and_stderr_when_nothing_came_back() -> None
         gather_facts(conn)  # type: ignore[arg-type]
     message = str(raised.value)
     assert "host laptop" in message and "sudo: a password is required" in message and "exit code 1" in message
+
+
+def test_only_nvidias_apt_sources_are_listed_as_nvidia_sources(tmp_path: Path) -> None:
+    # the real H200's Ubuntu 24.04 ubuntu.sources, copied from the host (its lines were listed as NVIDIA
+    # sources: tests/unit/fixtures/facts/h200-driver580-nopackages.txt, issue 21 item 10) beside the
+    # entry cuda-keyring writes
+    lists = tmp_path / "apt" / "sources.list.d"
+    lists.mkdir(parents=True)
+    (lists / "ubuntu.sources").write_text((RECORDED / "apt_sources" / "ubuntu2404-h200.sources").read_text())
+    cuda = ("deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/ /")
+    (lists / "cuda-ubuntu2404-x86_64.list").write_text(cuda + "\n")
+    script = "PROBE_SECTIONS=apt-sources\n" + probe_script().replace("/etc/apt/", f"{tmp_path}/apt/")
+    result = run_wrapped(script, dict(os.environ))
+    assert parse_probe(result.stdout).nvidia_apt_sources == (
+        AptSourceLine(path=f"{lists}/cuda-ubuntu2404-x86_64.list", line=cuda),)

@@ -74,7 +74,7 @@ def test_each_refusal_has_its_own_message(fixture: str, overrides: dict, refusal
 
 def test_secure_boot_is_fine_with_signed_modules_an_enrolled_key_or_a_working_driver() -> None:
     ubuntu = facts(BEFORE_REBOOT_UBUNTU, secure_boot="enabled")
-    debian = facts(FRESH_DEBIAN, secure_boot="enabled")
+    debian = facts(FRESH_DEBIAN, secure_boot="enabled", dkms_key_enrolled=True)  # mokutil --test-key confirms
     assert not any(render_tasks(ubuntu, nvidia_driver_signed_modules=True)[name].active for name in REFUSALS)
     assert not any(render_tasks(debian, nvidia_driver_secure_boot_mok=True)[name].active for name in REFUSALS)
     working = facts(WORKING_UBUNTU, secure_boot="enabled")
@@ -164,14 +164,16 @@ def test_debian_gets_the_compute_only_open_driver_of_the_branch_pinned_and_held(
 
 
 def test_ubuntu_gets_the_headless_open_driver_or_canonicals_signed_modules() -> None:
-    rendered = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="nvidia")
+    server = facts(WORKING_UBUNTU, prime_profile=None)  # no display on the GPU: the compute-only flavour
+    rendered = render_tasks(server, nvidia_driver_source="nvidia")
     assert rendered["NVIDIA open driver installed and held"].args.name == [
         "nvidia-headless-580-open=580.*", "nvidia-utils-580=580.*"]
     assert rendered["Canonical's signed NVIDIA kernel modules"].skipped
-    signed = render_tasks(facts(WORKING_UBUNTU), nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True,
+    signed = render_tasks(server, nvidia_driver_source="ubuntu", nvidia_driver_signed_modules=True,
                           nvidia_driver_kernel_flavour="generic-hwe-24.04")
+    # the flavour's meta only: it brings the current ABI's modules (issue 21, item 6)
     assert signed["Canonical's signed NVIDIA kernel modules"].args.name == [
-        "linux-modules-nvidia-580-open-6.14.0-33-generic", "linux-modules-nvidia-580-open-generic-hwe-24.04"]
+        "linux-modules-nvidia-580-open-generic-hwe-24.04"]
     assert signed["NVIDIA open driver installed and held"].args.name == [
         "nvidia-headless-no-dkms-580-open=580.*", "nvidia-utils-580=580.*"]
     assert signed["kernel headers and DKMS"].skipped

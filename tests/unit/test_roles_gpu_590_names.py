@@ -18,7 +18,9 @@ RENAMES = Path(__file__).parent / "fixtures/recorded/nvidia_ubuntu_590_renames.t
 
 
 def installed(fixture: str, **host_vars: object) -> dict[str, str | None]:
-    rendered = render_tasks(facts(fixture), nvidia_driver_source="nvidia", **host_vars)[INSTALL]
+    # the compute-only flavour's names (the laptop's prime-select would choose the full driver)
+    rendered = render_tasks(facts(fixture), nvidia_driver_source="nvidia", nvidia_driver_flavour="headless",
+                            **host_vars)[INSTALL]
     return {spec.split("=")[0]: (spec.split("=", 1)[1] if "=" in spec else None) for spec in _specs(rendered.args)}
 
 

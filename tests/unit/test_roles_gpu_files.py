@@ -69,8 +69,8 @@ def test_cuda_profile_entry_adds_the_toolkit_once_for_login_shells() -> None:
 def test_the_four_container_toolkit_packages_are_pinned_together() -> None:
     rendered = render_tasks(facts(FRESH_DEBIAN), nvidia_container_repo_base="http://mirror.office/libnvidia-container")
     assert rendered["NVIDIA Container Toolkit installed"].args.name == [
-        "nvidia-container-toolkit=1.18.0-1", "nvidia-container-toolkit-base=1.18.0-1",
-        "libnvidia-container-tools=1.18.0-1", "libnvidia-container1=1.18.0-1"]
+        "nvidia-container-toolkit=1.18.2-1", "nvidia-container-toolkit-base=1.18.2-1",
+        "libnvidia-container-tools=1.18.2-1", "libnvidia-container1=1.18.2-1"]
     repo = rendered["NVIDIA Container Toolkit repository"].args
     assert repo.key_url == "http://mirror.office/libnvidia-container/gpgkey"
     assert repo.uris == ["http://mirror.office/libnvidia-container/stable/deb/$(ARCH)"] and repo.suites == ["/"]

@@ -17,11 +17,12 @@ CUDA_VERSION_OF_BRANCH = {"580": "13.0"}
 CUDA_DISTROS: tuple[str, ...] = ("debian12", "debian13", "ubuntu2404")
 
 # The NVIDIA Container Toolkit releases (all four packages share the version).
-CONTAINER_TOOLKIT_VERSIONS: tuple[str, ...] = ("1.17.8-1", "1.18.0-1")
+CONTAINER_TOOLKIT_VERSIONS: tuple[str, ...] = ("1.17.8-1", "1.18.0-1", "1.18.2-1")
 # what `nvidia-ctk --version` prints as "commit:" (placeholders, not NVIDIA's hashes)
 CONTAINER_TOOLKIT_COMMITS = {
     "1.17.8-1": "0e6ad0f7c1b2a3d4e5f60718293a4b5c6d7e8f90",
     "1.18.0-1": "5a9cd1a0b7c6e1f8a3d2e4b5c6a7f8e9d0c1b2a3",
+    "1.18.2-1": "9c3e7b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a1c3e",
 }
 
 
