@@ -65,19 +65,28 @@ BLACKLIST = "Unattended-Upgrade::Package-Blacklist::"
 @pytest.mark.parametrize("pattern", [APT_CONF_INJECTION, 'a"b', "back\\slash", "line\nbreak"])
 def test_an_unattended_upgrades_pattern_apt_cannot_hold_is_refused(pattern: str) -> None:
     with pytest.raises(TemplateError, match=r"apt\.conf"):
-        render("nvidia-no-unattended-upgrades.j2", nvidia_unattended_upgrades_blacklist=[pattern])
+        render("nvidia-no-unattended-upgrades.j2", nvidia_driver_follows_kernel=False,
+               nvidia_unattended_upgrades_blacklist=[pattern])
+
+
+@pytest.mark.parametrize("pattern", [APT_CONF_INJECTION, "line\nbreak"])
+def test_the_signed_paths_pattern_list_is_escaped_alike(pattern: str) -> None:
+    with pytest.raises(TemplateError, match=r"apt\.conf"):
+        render("nvidia-no-unattended-upgrades.j2", nvidia_driver_follows_kernel=True,
+               nvidia_unattended_upgrades_blacklist_signed=[pattern], nvidia_unattended_upgrades_blacklist=[])
 
 
 def test_a_container_repository_host_cannot_close_the_apt_conf_block() -> None:
     with pytest.raises(TemplateError, match=r"apt\.conf"):
-        render("nvidia-no-unattended-upgrades.j2", nvidia_unattended_upgrades_blacklist=["cuda-"],
+        render("nvidia-no-unattended-upgrades.j2", nvidia_unattended_upgrades_blacklist=["cuda-"], nvidia_driver_follows_kernel=False,
                nvidia_container_repo_base='https://x";};APT::Update::Pre-Invoke{"touch /tmp/pwned";};Y{"/z')
 
 
 def test_apt_reads_the_unattended_upgrades_patterns_back_as_given(tmp_path: Path) -> None:
     patterns = ["nvidia-(?!container-)", "x{;}y", "it's $HOME", "a // not a comment", "cuda-"]
     conf = tmp_path / "51provision"
-    conf.write_text(render("nvidia-no-unattended-upgrades.j2", nvidia_unattended_upgrades_blacklist=patterns))
+    conf.write_text(render("nvidia-no-unattended-upgrades.j2", nvidia_unattended_upgrades_blacklist=patterns,
+                           nvidia_driver_follows_kernel=False))
     dump = apt_config_dump(conf)
     assert [line for line in dump if line.startswith(BLACKLIST)] == [f'{BLACKLIST} "{p}";' for p in patterns]
     assert not [line for line in dump if "Pre-Invoke" in line and "pwned" in line]
@@ -85,7 +94,8 @@ def test_apt_reads_the_unattended_upgrades_patterns_back_as_given(tmp_path: Path
 
 PIN = {"nvidia_driver_source": "nvidia", "nvidia_driver_signed_modules": False, "facts": {"os": {"id": "ubuntu"}},
        "nvidia_driver_pin_packages": ["nvidia-*", "libcuda*"], "nvidia_driver_version": "",
-       "nvidia_driver_branch": "580", "nvidia_cuda_repo_base": "https://developer.download.nvidia.com/compute/cuda/repos"}
+       "nvidia_driver_branch": "580", "nvidia_cuda_repo_base": "https://developer.download.nvidia.com/compute/cuda/repos",
+       "nvidia_driver_follows_kernel": False}
 
 
 @pytest.mark.parametrize("changes", [
@@ -93,6 +103,8 @@ PIN = {"nvidia_driver_source": "nvidia", "nvidia_driver_signed_modules": False, 
     {"nvidia_driver_pin_packages": ["nvidia-*\nPin: release a=evil"]},
     {"nvidia_driver_pin_packages": ["nvidia-* libc6"]},
     {"nvidia_driver_source": "ubuntu", "nvidia_cuda_repo_base": "https://a\rPin-Priority: 1001/x"},
+    {"nvidia_driver_follows_kernel": True, "nvidia_driver_pin_packages": ["nvidia-*\nPin: release a=evil"]},
+    {"nvidia_driver_follows_kernel": True, "nvidia_driver_branch": "580\nPin-Priority: 1001"},
 ])
 def test_a_driver_pin_value_that_would_add_a_field_is_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(TemplateError, match="deb822"):
