@@ -78,7 +78,8 @@ def test_the_signed_paths_pattern_list_is_escaped_alike(pattern: str) -> None:
 
 def test_a_container_repository_host_cannot_close_the_apt_conf_block() -> None:
     with pytest.raises(TemplateError, match=r"apt\.conf"):
-        render("nvidia-no-unattended-upgrades.j2", nvidia_unattended_upgrades_blacklist=["cuda-"], nvidia_driver_follows_kernel=False,
+        render("nvidia-no-unattended-upgrades.j2", nvidia_unattended_upgrades_blacklist=["cuda-"],
+               nvidia_driver_follows_kernel=False,
                nvidia_container_repo_base='https://x";};APT::Update::Pre-Invoke{"touch /tmp/pwned";};Y{"/z')
 
 
