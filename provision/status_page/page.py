@@ -31,15 +31,16 @@ h1 { font-size: 1.3em; margin: 0 0 4px; }
 .hosts { display: grid; gap: 12px; grid-template-columns: repeat(auto-fit, minmax(min(100%, 520px), 1fr)); }
 .host { border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; min-width: 0; }
 .host h2 { font-size: 1.1em; margin: 0 0 6px; overflow-wrap: anywhere; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; vertical-align: top; padding: 3px 6px; border-top: 1px solid var(--line);
-         overflow-wrap: anywhere; }
-th { width: 38%; font-weight: 600; }
+table.facts { border-collapse: collapse; width: 100%; }
+.facts th, .facts td { text-align: left; vertical-align: top; padding: 3px 6px; border-top: 1px solid var(--line);
+                       overflow-wrap: anywhere; }
+.facts th { width: 38%; font-weight: 600; }
+.history { padding-left: 1.2em; margin: 6px 0; } .history li { margin: 3px 0; overflow-wrap: anywhere; }
 .ok { color: var(--ok); } .bad { color: var(--bad); font-weight: 600; } .warn { color: var(--warn); }
 .badge { font-size: .8em; padding: 1px 8px; border-radius: 10px; border: 1px solid currentColor; }
 .chart { width: 100%; min-height: 220px; margin-top: 8px; }
 .muted { opacity: .7; font-size: .9em; }
-@media (max-width: 600px) { body { padding: 6px; font-size: 14px; } th { width: 45%; } }
+@media (max-width: 600px) { body { padding: 6px; font-size: 14px; } .facts th { width: 45%; } }
 """
 
 SCRIPT = """
@@ -135,19 +136,19 @@ def bench_table(history: list[dict[str, Any]]) -> str:
     if not history:
         return ('<p class="muted">no office bench kept on this host yet '
                 '(<code>provision bench --workload office</code>)</p>')
-    lines = ["<table><tr><th>release</th><th>measured</th><th>tok/s per stream (mean / slowest)</th>"
-             "<th>TTFT p50 / p95</th><th>verdict</th></tr>"]
+    lines = ['<ul class="history">']
     for entry in sorted(history, key=lambda item: item.get("measured_at") or 0, reverse=True):
         verdict = "passed" if entry.get("passed") else "FAILED"
         if entry.get("regression"):
             verdict += "; REGRESSION: " + str(entry["regression"])
         lines.append(
-            f"<tr><td>{_text(entry.get('release'))}</td><td>{escape(_when(entry.get('measured_at')))}</td>"
-            f"<td>{_number(entry.get('mean_tokens_per_s'), '{:.1f}')} / "
-            f"{_number(entry.get('min_tokens_per_s'), '{:.1f}')}</td>"
-            f"<td>{_number(entry.get('ttft_p50_s'), '{:.2f}')} s / {_number(entry.get('ttft_p95_s'), '{:.2f}')} s</td>"
-            f"<td class=\"{'ok' if verdict == 'passed' else 'bad'}\">{escape(verdict)}</td></tr>")
-    return "\n".join(lines) + "</table>"
+            f"<li><b>{_text(entry.get('release'))}</b> {escape(_when(entry.get('measured_at')))}: "
+            f"{_number(entry.get('mean_tokens_per_s'), '{:.1f}')} tok/s per stream, slowest "
+            f"{_number(entry.get('min_tokens_per_s'), '{:.1f}')}; "
+            f"TTFT p50 {_number(entry.get('ttft_p50_s'), '{:.2f}')} s, "
+            f"p95 {_number(entry.get('ttft_p95_s'), '{:.2f}')} s; "
+            f"<span class=\"{'ok' if verdict == 'passed' else 'bad'}\">{escape(verdict)}</span></li>")
+    return "\n".join(lines) + "</ul>"
 
 
 def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = None) -> str:
@@ -161,7 +162,7 @@ def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = No
         cards.append(
             f'<section class="host" data-host-name="{escape(name)}"><h2>{escape(name)} '
             f'<span class="badge {"ok" if serving else "bad"}">{"serving" if serving else "NOT SERVING"}</span></h2>'
-            f'<table>{"".join(host_rows(row, collected_at))}</table>'
+            f'<table class="facts">{"".join(host_rows(row, collected_at))}</table>'
             f'<h3>office bench history</h3>'
             f'<div class="chart" data-host="{escape(name)}" data-host-index="{index}"></div>'
             f"{bench_table(history)}</section>")

@@ -44,6 +44,10 @@ with urllib.request.urlopen(urllib.request.Request(base + "/v1/models", headers=
 print(json.dumps({"context": context}), flush=True)
 room = max(context - max_tokens - reserve, 16)
 sizes = [max(16, int(room * f)) for f in fractions]
+printing = threading.Lock()
+def say(record):
+    with printing:  # print() from threads can interleave two records on one line
+        sys.stdout.write(json.dumps(record) + "\n"); sys.stdout.flush()
 def one(user, size):
     words = ("report " * size).rstrip()
     body = {"model": model, "user": "office-%d" % user, "max_tokens": max_tokens, "ignore_eos": True,
@@ -68,7 +72,7 @@ def one(user, size):
         record["prompt_tokens"] = (usage or {}).get("prompt_tokens")
     except Exception as error:
         record["error"] = (type(error).__name__ + ": " + str(error))[:300]
-    print(json.dumps(record), flush=True)
+    say(record)
 def user_loop(user):
     for size in sizes:
         one(user, size)
