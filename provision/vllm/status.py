@@ -26,6 +26,9 @@ METRIC = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\
 
 
 def status_script(layout: Layout, endpoint: Endpoint) -> str:
+    # vLLM's V1 engine (0.21 included) exports the KV-cache gauge as vllm:kv_cache_usage_perc; the V0
+    # name vllm:gpu_cache_usage_perc was deprecated for it and then dropped (vllm/v1/metrics/loggers.py,
+    # https://docs.vllm.ai/en/stable/usage/metrics/), so only the V1 name is read.
     metrics = (f"curl -s -m 5 -K <(auth) {quote(endpoint.url('/metrics'))} | "
                "grep -E '^vllm:(generation_tokens_total|kv_cache_usage_perc|num_requests_running|"
                "num_requests_waiting)'")
