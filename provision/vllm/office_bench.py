@@ -22,12 +22,14 @@ import json
 import math
 import posixpath
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provision.shell import quote
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.png import red_gradient_png
-from provision.vllm.release import Layout
+
+if TYPE_CHECKING:  # `provision up` builds its parser (these defaults) before it may load the service layer
+    from provision.vllm.release import Layout
 
 CLIENT = r'''
 import base64, json, os, sys, threading, time, urllib.request
