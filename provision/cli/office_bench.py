@@ -56,12 +56,13 @@ def office_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
     previous = previous_result(kept, release)
     result["compared_with"] = previous.get("release") if previous else None
     result["regression"] = regression(result, previous, workload.noise_band_percent)
+    result["warnings"] = []  # not the promise's failures: what kept the result from becoming history
     if release:
         rc, _, stderr = run_on(host, args, keep_script(layout, release, result), 60)
         if rc != 0:
-            result["reasons"].append(f"could not keep the result on the host: {stderr.strip()[-200:]}")
+            result["warnings"].append(f"could not keep the result on the host: {stderr.strip()[-200:]}")
     else:
-        result["reasons"].append("no deployed release recorded on the host: the result is not kept")
+        result["warnings"].append("no deployed release recorded on the host: the result is not kept")
     return {"reachable": True, **result}
 
 
@@ -79,6 +80,8 @@ def office_table(name: str, row: dict[str, Any]) -> Table:
     verdict = Text("passed the promise", style="green") if row["passed"] else Text(
         "FAILED: " + "; ".join(row["reasons"]), style="red")
     table.add_row("verdict", verdict)
+    for warning in row["warnings"]:
+        table.add_row("WARNING", Text(warning, style="yellow"))
     if row["regression"]:
         table.add_row("REGRESSION", Text(row["regression"], style="bold red"))
     elif row["compared_with"]:
