@@ -113,6 +113,7 @@ def add_serving_commands(subcommands: Any, add_inventory_arguments: AddArguments
 def add_fleet_commands(subcommands: Any, add_inventory_arguments: AddArguments) -> None:
     """plan, bench and status."""
     from provision.vllm.bench import BenchSettings  # dataclasses only: the defaults shown in --help
+    from provision.vllm.office_bench import OfficeWorkload
 
     plan = subcommands.add_parser("plan", help="per host: does max_model_len fit the GPU; the largest that does")
     bench = subcommands.add_parser("bench", help="measure decode tokens/s and judge its stability")
@@ -124,8 +125,17 @@ def add_fleet_commands(subcommands: Any, add_inventory_arguments: AddArguments) 
     plan.set_defaults(handler="provision.cli.fleet:cmd_plan")
     defaults = BenchSettings()
     bench.add_argument("--runs", type=positive_int, default=defaults.runs, help="measured runs after one warm-up (10)")
-    bench.add_argument("--max-tokens", type=positive_int, default=defaults.max_tokens,
-                       help="tokens per run, forced (2000)")
+    office = OfficeWorkload()
+    bench.add_argument("--workload", choices=("seed", "office"), default="seed",
+                       help="seed: one fixed long generation, judged for stability (default); office: N users "
+                            "sending documents up to the context with an image, kept as history per release")
+    bench.add_argument("--max-tokens", type=positive_int, default=None,
+                       help=f"tokens per run, forced (seed {defaults.max_tokens}, office {office.max_tokens})")
+    bench.add_argument("--users", type=positive_int, default=office.users, help="office: concurrent users (3)")
+    bench.add_argument("--gate", type=number_at_least_0, default=office.gate_tokens_per_s, dest="gate_tokens_per_s",
+                       help="office: every stream must decode faster than this, tok/s (100)")
+    bench.add_argument("--noise-band-percent", type=number_at_least_0, default=office.noise_band_percent,
+                       help="office: a drop beyond this against the previous release's result is a regression (10)")
     bench.add_argument("--concurrency", type=positive_int, default=defaults.concurrency, help="requests at a time (1)")
     bench.add_argument("--max-range-percent", type=number_at_least_0, default=defaults.thresholds.max_range_percent,
                        help="fail when max - min exceeds this percentage of the mean (10)")
@@ -136,6 +146,8 @@ def add_fleet_commands(subcommands: Any, add_inventory_arguments: AddArguments) 
     add_json_arguments(bench, document=True)
     bench.set_defaults(handler="provision.cli.fleet:cmd_bench")
     add_json_arguments(status)
+    status.add_argument("--html", type=Path, default=None, metavar="FILE",
+                        help="also write the status as one self-contained HTML page (charts included, works offline)")
     status.set_defaults(handler="provision.cli.fleet:cmd_status")
 
 

@@ -42,6 +42,7 @@ from provision.playbook.templating import Renderer, TemplateError, make_environm
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect, host_variables
 from provision.secrets import REDACTOR
+from provision.status_page.page import render_page
 from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
 from provision.vllm.ops.vllm_service import VllmServiceArgs
 from provision.vllm.stability import GateThresholds
@@ -159,9 +160,10 @@ def run_on(host: Host, args: argparse.Namespace, script: str, timeout: float | N
 
 # ------------------------------------------------------------------------------------------ bench
 def bench_settings(args: argparse.Namespace) -> BenchSettings:
-    if args.runs < 2 or args.max_tokens < 1 or args.concurrency < 1:
+    max_tokens = BenchSettings.max_tokens if args.max_tokens is None else args.max_tokens
+    if args.runs < 2 or max_tokens < 1 or args.concurrency < 1:
         raise InputError("--runs must be at least 2, --max-tokens and --concurrency at least 1")
-    return BenchSettings(runs=args.runs, max_tokens=args.max_tokens, concurrency=args.concurrency,
+    return BenchSettings(runs=args.runs, max_tokens=max_tokens, concurrency=args.concurrency,
                          thresholds=GateThresholds(max_range_percent=args.max_range_percent,
                                                    max_cv_percent=args.max_cv_percent,
                                                    cluster_gap_percent=args.cluster_gap_percent))
@@ -202,6 +204,9 @@ def bench_table(name: str, row: dict[str, Any]) -> Table:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    if args.workload == "office":
+        from provision.cli.office_bench import cmd_office_bench
+        return cmd_office_bench(args, console)
     settings = bench_settings(args)
     hosts, services = service_settings(args)
     human = human_console(args, console)
@@ -241,6 +246,7 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
         "health": status.health, "tokens_per_s": status.tokens_per_s, "running": status.running,
         "waiting": status.waiting, "kv_cache_percent": status.kv_cache_percent, "problems": status.problems,
         "kernels_without_nvidia_module": list(facts.kernels_without_nvidia_module),
+        "bench_history": status.bench_history,
         **memory_found(status.release),
     }
 
@@ -339,22 +345,28 @@ def kernel_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
             for name, row in rows.items() if (kernels := row.get("kernels_without_nvidia_module"))]
 
 
-def wanted_images(args: argparse.Namespace, hosts: list[Host]) -> dict[str, str]:
-    """Each host's `vllm_image` as the inventory (and -e) set it."""
+def inventory_values(args: argparse.Namespace, hosts: list[Host], name: str) -> dict[str, str]:
+    """Each host's variable `name` as the inventory (and -e) set it (`vllm_image`, `model`: the profile)."""
     play = serving_play(plays_of(args), playbook_of(args))
     extra_vars = parse_extra_vars(args.extra_vars)
-    return {host.name: str(host_variables(play, host, extra_vars).get("vllm_image") or "") for host in hosts}
+    return {host.name: str(host_variables(play, host, extra_vars).get(name) or "") for host in hosts}
 
 
 def cmd_status(args: argparse.Namespace, console: Console) -> int:
     hosts, services = service_settings(args)
     wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
-    images = wanted_images(args, hosts)
+    images, profiles = inventory_values(args, hosts, "vllm_image"), inventory_values(args, hosts, "model")
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
                                                               images[host.name]))
     caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
-    for row in rows.values():
+    for name, row in rows.items():
         row["serving"] = serves(row)
+        row["model_profile"] = profiles[name] or None
+    if args.html:
+        try:  # the page shows what hosts sent, masked as every output is
+            args.html.write_text(render_page(REDACTOR.document(rows)))
+        except OSError as error:
+            raise InputError(f"--html {args.html}: cannot write the page: {error.strerror}") from error
     if args.json:
         for name, cache in caches.items():
             rows[name]["office_cache"] = cache

@@ -66,6 +66,11 @@ class Layout:
     def record_path(self) -> str:
         return posixpath.join(self.state_dir, "release.json")
 
+    @property
+    def bench_dir(self) -> str:
+        """The office bench results kept per release (vllm/office_bench.py)."""
+        return posixpath.join(self.state_dir, "bench")
+
     def release_dir(self, release_id: str) -> str:
         return posixpath.join(self.state_dir, "releases", release_id)
 

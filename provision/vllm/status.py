@@ -26,6 +26,9 @@ METRIC = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\
 
 
 def status_script(layout: Layout, endpoint: Endpoint) -> str:
+    # vLLM's V1 engine (0.21 included) exports the KV-cache gauge as vllm:kv_cache_usage_perc; the V0
+    # name vllm:gpu_cache_usage_perc was deprecated for it and then dropped (vllm/v1/metrics/loggers.py,
+    # https://docs.vllm.ai/en/stable/usage/metrics/), so only the V1 name is read.
     metrics = (f"curl -s -m 5 -K <(auth) {quote(endpoint.url('/metrics'))} | "
                "grep -E '^vllm:(generation_tokens_total|kv_cache_usage_perc|num_requests_running|"
                "num_requests_waiting)'")
@@ -46,6 +49,8 @@ echo '@@status metrics-1'
 sleep 1
 echo '@@status metrics-2'
 {metrics}
+echo '@@status bench'
+for kept in {quote(layout.bench_dir)}/*.json; do [ -f "$kept" ] && {{ tr -d '\n' < "$kept"; echo; }}; done
 echo '@@status end'
 """
 
@@ -83,6 +88,7 @@ class ServiceStatus:
     running: float | None = None
     waiting: float | None = None
     kv_cache_percent: float | None = None
+    bench_history: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -116,9 +122,23 @@ def parse_status(output: str) -> ServiceStatus:
         status.waiting = second.get("vllm:num_requests_waiting")
         usage = second.get("vllm:kv_cache_usage_perc")
         status.kv_cache_percent = None if usage is None else 100 * usage
+    status.bench_history = kept_results(parts.get("bench", ""))
     if "end" not in parts:
         status.problems.append("the status script did not finish")
     return status
+
+
+def kept_results(text: str) -> list[dict[str, Any]]:
+    """The office bench results kept on the host, one JSON object a line (a damaged one is skipped)."""
+    kept = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            kept.append(entry)
+    return kept
 
 
 def _seconds(text: str) -> float | None:

@@ -4,7 +4,8 @@
 # Idempotent: installs only missing packages; starts dockerd only if `docker info` fails.
 set -euo pipefail
 packages=(debootstrap slirp4netns docker.io docker-registry busybox-static openssh-client zstd
-          iptables util-linux dpkg-dev gnupg shellcheck)
+          iptables util-linux dpkg-dev gnupg shellcheck
+          chromium)  # the status page is tested as a person sees it: drawn in headless Chromium
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")

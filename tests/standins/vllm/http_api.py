@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import threading
 import time
@@ -27,7 +28,21 @@ from .metrics import Metrics
 from .openai_requests import GenerationJob, RequestError, ServingLimits, parse_job
 
 GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
+# Prefill grows linearly with the prompt: an office PDF of 100K tokens waits seconds for its first
+# token, a chat line milliseconds. The order of magnitude follows published vLLM runs on an RTX 5090
+# (https://r.arson.gg/r/LocalLLaMA?after=t3_1rmeozj: Qwen3-Coder-30B-A3B AWQ under `vllm bench serve`,
+# mean TTFT 549 ms with requests queued; context swept 8K..120K at flat decode throughput).
 PREFILL_TOKENS_PER_S = 20000.0
+
+
+def record_request(user: str, first_token_at: float, last_token_at: float, tokens: int, rate: float) -> None:
+    """The server's own record of a streamed request (STANDIN_REQUEST_LOG, a JSON line each): an
+    account of tokens sent and when, independent of any client, to check a load generator against."""
+    path = os.environ.get("STANDIN_REQUEST_LOG")
+    if path:
+        with open(path, "a") as log:
+            log.write(json.dumps({"user": user, "first": first_token_at, "last": last_token_at, "tokens": tokens,
+                                  "paced_tokens_per_s": rate}) + "\n")
 
 
 @dataclass
@@ -212,6 +227,7 @@ class Generation:
                 time.sleep(delay)
             emit(token)
             self.state.metrics.token_generated()
+        record_request(self.job.user, first_token_at, time.monotonic(), len(self.job.tokens), rate)
         return len(self.job.tokens)
 
     def _usage(self) -> dict[str, Any]:

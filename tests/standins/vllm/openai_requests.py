@@ -54,6 +54,7 @@ class GenerationJob:
     finish_reason: str
     stream: bool
     include_usage: bool
+    user: str = ""  # the OpenAI `user` field, kept only for the stand-in's own request record
 
 
 def _content_parts(content: Any) -> list[dict[str, Any]]:
@@ -144,4 +145,5 @@ def parse_job(body: dict[str, Any], limits: ServingLimits, chat: bool) -> Genera
         finish_reason=finish_reason,
         stream=bool(body.get("stream", False)),
         include_usage=bool(stream_options.get("include_usage", False)),
+        user=str(body.get("user") or ""),
     )

@@ -1,0 +1,1 @@
+"""The status page: `provision status --html` (page.py) and its vendored chart library (vendor/)."""

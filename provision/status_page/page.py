@@ -1,0 +1,187 @@
+"""`provision status --html FILE`: the status rows as one self-contained HTML page.
+
+Everything an admin looks at per host (GPU, driver, model profile, release and since when, health,
+requests running/waiting, KV-cache use, planned vs found KV memory, drift, the last failed upgrade)
+as escaped text, and the office bench history (decode tokens/s per stream per release, over time)
+as a chart drawn by uPlot, which is inlined with its stylesheet (vendor/SOURCE.md): the page needs no
+network, so it opens from a file, a mail attachment, or a phone with no route to a CDN.
+
+Data is data: every value read from a host goes through `html.escape` into text, and the chart's
+data travels as JSON in a `<script type="application/json">` element with `<`, `>` and `&` written
+as `\\u003c`… so a value cannot close the element; the script reads it with JSON.parse and gives
+uPlot numbers only (release names appear in the escaped table under the chart, not in the chart).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from html import escape
+from importlib.resources import files
+from typing import Any
+
+VENDOR = files("provision.status_page") / "vendor"
+UPLOT_VERSION = "1.6.32"
+
+STYLE = """
+:root { color-scheme: light dark; --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; --line: #8884; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; padding: 12px; max-width: 1200px; }
+h1 { font-size: 1.3em; margin: 0 0 4px; }
+.hosts { display: grid; gap: 12px; grid-template-columns: repeat(auto-fit, minmax(min(100%, 520px), 1fr)); }
+.host { border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; min-width: 0; }
+.host h2 { font-size: 1.1em; margin: 0 0 6px; overflow-wrap: anywhere; }
+table.facts { border-collapse: collapse; width: 100%; }
+.facts th, .facts td { text-align: left; vertical-align: top; padding: 3px 6px; border-top: 1px solid var(--line);
+                       overflow-wrap: anywhere; }
+.facts th { width: 38%; font-weight: 600; }
+.history { padding-left: 1.2em; margin: 6px 0; } .history li { margin: 3px 0; overflow-wrap: anywhere; }
+.ok { color: var(--ok); } .bad { color: var(--bad); font-weight: 600; } .warn { color: var(--warn); }
+.badge { font-size: .8em; padding: 1px 8px; border-radius: 10px; border: 1px solid currentColor; }
+.chart { width: 100%; min-height: 220px; margin-top: 8px; }
+.muted { opacity: .7; font-size: .9em; }
+@media (max-width: 600px) { body { padding: 6px; font-size: 14px; } .facts th { width: 45%; } }
+"""
+
+SCRIPT = """
+(function () {
+  var data = JSON.parse(document.getElementById('bench-data').textContent);
+  document.querySelectorAll('.chart[data-host]').forEach(function (box) {
+    var points = data[box.getAttribute('data-host-index')] || [];
+    if (!points.length) { return; }
+    var xs = points.map(function (p) { return p[0]; });
+    var mean = points.map(function (p) { return p[1]; });
+    var low = points.map(function (p) { return p[2]; });
+    var gate = points.map(function (p) { return p[3]; });
+    var opts = {
+      width: Math.max(260, box.clientWidth), height: 220,
+      scales: { x: { time: true }, y: { auto: true, range: function (u, min, max) { return [0, max * 1.15]; } } },
+      axes: [{}, { label: 'decode tok/s per stream' }],
+      series: [{}, { label: 'mean per stream', stroke: '#0969da', width: 2, points: { size: 7 } },
+               { label: 'slowest stream', stroke: '#cf222e', width: 1, dash: [4, 4], points: { size: 5 } },
+               { label: 'gate', stroke: '#1a7f37', width: 1, points: { show: false } }]
+    };
+    var chart = new uPlot(opts, [xs, mean, low, gate], box);
+    new ResizeObserver(function () { chart.setSize({ width: Math.max(260, box.clientWidth), height: 220 }); })
+      .observe(box);
+  });
+})();
+"""
+
+
+def json_for_script(value: Any) -> str:
+    """JSON safe inside a <script> element: no `<`, `>` or `&` that could end it or open a comment."""
+    return (json.dumps(value, default=str).replace("&", "\\u0026").replace("<", "\\u003c")
+            .replace(">", "\\u003e"))
+
+
+def _text(value: Any, empty: str = "-") -> str:
+    return escape(empty if value is None or value == "" else str(value))
+
+
+def _number(value: float | None, fmt: str) -> str:
+    return "-" if value is None else escape(fmt.format(value))
+
+
+def _when(epoch: float | None) -> str:
+    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+
+
+def _row(label: str, cell: str, css: str = "") -> str:
+    attribute = f' class="{css}"' if css else ""
+    return f"<tr><th>{escape(label)}</th><td{attribute}>{cell}</td></tr>"
+
+
+def host_rows(row: dict[str, Any], collected_at: float) -> list[str]:
+    """The table rows of one host's card (every cell escaped)."""
+    if "error" in row:
+        return [_row("reachable", "yes" if row.get("reachable") else "no", "" if row.get("reachable") else "bad"),
+                _row("error", _text(row["error"]), "bad")]
+    uptime = row.get("uptime_s")
+    since = _when(collected_at - uptime) if uptime is not None else "-"
+    memory = (f"{_number(row.get('kv_planned_gib'), '{:.2f}')} GiB planned, "
+              f"{_number(row.get('kv_found_gib'), '{:.2f}')} GiB found; full-length sequences "
+              f"{_number(row.get('sequences_planned'), '{:.2f}')} planned, "
+              f"{_number(row.get('sequences_found'), '{:.2f}')} found")
+    warnings = [*(row.get("memory_warnings") or []), *(row.get("problems") or [])]
+    drift = row.get("flags") or "-"
+    rows = [
+        _row("GPU / driver", f"{_text(row.get('gpu'))} / {_text(row.get('driver'))}"),
+        _row("model profile", _text(row.get("model_profile"))),
+        _row("release", f"{_text(row.get('release'))} <span class=\"muted\">{_text(row.get('image'))}</span>"),
+        _row("serving since", escape(since)),
+        _row("service", _text(row.get("state")), "ok" if str(row.get("state", "")).startswith("active") else "bad"),
+        _row("health", _text(row.get("health")), "ok" if row.get("health") == "ok" else "bad"),
+        _row("requests running / waiting",
+             f"{_number(row.get('running'), '{:.0f}')} / {_number(row.get('waiting'), '{:.0f}')}"),
+        _row("KV cache in use", _number(row.get("kv_cache_percent"), "{:.1f}%")),
+        _row("generating now", _number(row.get("tokens_per_s"), "{:.0f} tok/s")),
+        _row("KV memory", memory),
+        _row("drift", _text(drift), "ok" if drift == "in sync" else "bad"),
+        _row("last failed upgrade", _text(row.get("last_failed_upgrade"), "none"),
+             "bad" if row.get("last_failed_upgrade") else ""),
+    ]
+    rows += [_row("warning", _text(warning), "warn") for warning in warnings]
+    return rows
+
+
+def bench_points(history: list[dict[str, Any]]) -> list[list[float | None]]:
+    """[time, mean per stream, slowest stream, gate] per kept bench result, oldest first (numbers only)."""
+    ordered = sorted(history, key=lambda entry: entry.get("measured_at") or 0)
+    return [[entry.get("measured_at"), entry.get("mean_tokens_per_s"), entry.get("min_tokens_per_s"),
+             entry.get("gate_tokens_per_s")] for entry in ordered if isinstance(entry.get("measured_at"), int | float)]
+
+
+def bench_table(history: list[dict[str, Any]]) -> str:
+    if not history:
+        return ('<p class="muted">no office bench kept on this host yet '
+                '(<code>provision bench --workload office</code>)</p>')
+    lines = ['<ul class="history">']
+    for entry in sorted(history, key=lambda item: item.get("measured_at") or 0, reverse=True):
+        verdict = "passed" if entry.get("passed") else "FAILED"
+        if entry.get("regression"):
+            verdict += "; REGRESSION: " + str(entry["regression"])
+        lines.append(
+            f"<li><b>{_text(entry.get('release'))}</b> {escape(_when(entry.get('measured_at')))}: "
+            f"{_number(entry.get('mean_tokens_per_s'), '{:.1f}')} tok/s per stream, slowest "
+            f"{_number(entry.get('min_tokens_per_s'), '{:.1f}')}; "
+            f"TTFT p50 {_number(entry.get('ttft_p50_s'), '{:.2f}')} s, "
+            f"p95 {_number(entry.get('ttft_p95_s'), '{:.2f}')} s; "
+            f"<span class=\"{'ok' if verdict == 'passed' else 'bad'}\">{escape(verdict)}</span></li>")
+    return "\n".join(lines) + "</ul>"
+
+
+def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = None) -> str:
+    """The whole page for `provision status`'s rows (its --json document), one card per host."""
+    collected_at = time.time() if collected_at is None else collected_at
+    cards, chart_data = [], {}
+    for index, (name, row) in enumerate(rows.items()):
+        serving = bool(row.get("serving"))
+        history = row.get("bench_history") or []
+        chart_data[str(index)] = bench_points(history)
+        cards.append(
+            f'<section class="host" data-host-name="{escape(name)}"><h2>{escape(name)} '
+            f'<span class="badge {"ok" if serving else "bad"}">{"serving" if serving else "NOT SERVING"}</span></h2>'
+            f'<table class="facts">{"".join(host_rows(row, collected_at))}</table>'
+            f'<h3>office bench history</h3>'
+            f'<div class="chart" data-host="{escape(name)}" data-host-index="{index}"></div>'
+            f"{bench_table(history)}</section>")
+    serving_count = sum(1 for row in rows.values() if row.get("serving"))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>provision status</title>
+<style>{(VENDOR / "uPlot.min.css").read_text()}</style>
+<style>{STYLE}</style>
+</head><body>
+<h1>provision status</h1>
+<p class="muted">{serving_count} of {len(rows)} hosts serving; collected {escape(_when(collected_at))}.
+Charts by uPlot {UPLOT_VERSION} (MIT).</p>
+<div class="hosts">
+{"".join(cards)}
+</div>
+<script type="application/json" id="bench-data">{json_for_script(chart_data)}</script>
+<script>{(VENDOR / "uPlot.iife.min.js").read_text()}</script>
+<script>{SCRIPT}</script>
+</body></html>
+"""

@@ -1,0 +1,104 @@
+"""The status page (`provision status --html`): every item of a recorded status document shown,
+host text escaped, no network needed, and the charts really drawn in a headless Chromium."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from provision.status_page.page import json_for_script, render_page
+from tests.browser import load
+
+FIXTURE = Path(__file__).parent / "fixtures/status_page/status.json"
+COLLECTED_AT = 1796230000.0
+HOSTILE = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
+
+
+def rows() -> dict:
+    return json.loads(FIXTURE.read_text())
+
+
+class Visible(HTMLParser):
+    """The page's text as a browser shows it, and the tags it would build (scripts' bodies aside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+        self.in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self.in_script = tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self.in_script = False
+
+    def handle_data(self, data):
+        if not self.in_script:
+            self.text.append(data)
+
+
+def visible(html: str) -> Visible:
+    parser = Visible()
+    parser.feed(html)
+    return parser
+
+
+def test_every_item_of_the_status_is_on_the_page() -> None:
+    page = visible(render_page(rows(), COLLECTED_AT))
+    text = " ".join(page.text)
+    laptop = rows()["laptop-2"]
+    for item in ("NVIDIA GeForce RTX 5090 Laptop GPU / 580.95.05", "gemma-4-26b-a4b-awq", "9d3e71c40a2b",
+                 "2026-12-01 14:43 UTC",  # serving since: collected at minus 93784 s of uptime
+                 "active (running)", "3 / 1", "41.5%", "311 tok/s",
+                 "4.12 GiB planned, 3.31 GiB found; full-length sequences 2.79 planned, 2.24 found",
+                 "DRIFT: --max-num-seqs 9 ≠ 3", laptop["last_failed_upgrade"], laptop["memory_warnings"][0],
+                 "No route to host", "2 of 3 hosts serving"):
+        assert item in text, item
+    # the bench history: both releases, the regression, the TTFT percentiles
+    history = rows()["here"]["bench_history"]
+    assert all(entry["release"] in text for entry in history)
+    assert "REGRESSION: slowest stream" in text and f"{history[0]['ttft_p95_s']:.2f} s" in text
+    charts = [attrs for tag, attrs in page.tags if tag == "div" and "chart" in attrs.get("class", "")]
+    assert [chart["data-host"] for chart in charts] == ["here", "laptop-2", "laptop-3"]
+
+
+def test_host_values_are_shown_as_text_never_as_markup() -> None:
+    hostile = copy.deepcopy(rows())
+    laptop = hostile["laptop-2"]
+    laptop["gpu"] = laptop["last_failed_upgrade"] = laptop["model_profile"] = HOSTILE
+    laptop["drift"] = [HOSTILE]
+    laptop["flags"] = "DRIFT: " + HOSTILE
+    laptop["bench_history"][0]["release"] = HOSTILE
+    laptop["bench_history"][0]["measured_at"] = 1796228000.0
+    hostile[HOSTILE] = hostile.pop("laptop-3")
+    html = render_page(hostile, COLLECTED_AT)
+    page = visible(html)
+    assert not [attrs for tag, attrs in page.tags if tag == "img"], "a host value became an element"
+    assert sum(1 for tag, _ in page.tags if tag == "script") == 3  # the data, uPlot, the page's own
+    assert " ".join(page.text).count(HOSTILE) >= 5  # shown, as text
+    # the chart data cannot close its <script> element
+    data = re.search(r'<script type="application/json" id="bench-data">(.*?)</script>', html, re.S)
+    assert data and "<" not in data[1] and json.loads(data[1])
+    assert json.loads(json_for_script({"a": "</script><b>&"})) == {"a": "</script><b>&"}
+
+
+def test_the_page_needs_no_network() -> None:
+    html = render_page(rows(), COLLECTED_AT)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "uPlot v1.6.32" not in html and "(v1.6.32)" in html
+
+
+@pytest.mark.parametrize("width,height,name", [(1280, 1000, "laptop"), (390, 2400, "phone")])
+def test_the_page_in_a_real_browser_draws_the_charts(tmp_path: Path, width: int, height: int, name: str) -> None:
+    dom, painted = load(render_page(rows(), COLLECTED_AT), tmp_path, width, height, f"status-page-{name}.png")
+    # hosts with history drew a chart with pixels on it; the unreachable host has none to draw
+    assert int(painted[0]) > 1000 and int(painted[1]) > 1000, painted
+    assert painted[2] == "none"
+    assert dom.count('class="uplot') >= 2 and "owned" not in dom
