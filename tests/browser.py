@@ -3,8 +3,8 @@ tests/artifacts/ (gitignored) as evidence. Skips with the reason when no Chromiu
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
