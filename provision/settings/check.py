@@ -20,6 +20,8 @@ PLAIN_INT = re.compile(r"\s*[-+]?\d+(_\d+)*\s*")  # what Python's int() reads
 HUMAN_INT = re.compile(r"\s*(\d+(\.\d+)?[kmgt]|\d+[KMGT]|[-+]?\d+(_\d+)*)\s*")
 NUMBER_TYPES = {"int": "an integer", "float": "a number"}
 FLAG_NUMBERS = {**NUMBER_TYPES, "human_int": "an integer (or 8k, 2G)"}
+# `host`: a host name or IP address, nothing that could end a line of a config it is written into
+HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]*")
 
 
 def is_template(value: Any) -> bool:
@@ -66,7 +68,7 @@ def expected(option: Option, variables: Mapping[str, Any]) -> str:
             words.append(f"one of {choices}" if len(option.choices) > 1 else (choices or "a string"))
         else:
             words.append({"bool": "true or false", "list": "a list", "dict": "a mapping",
-                          "path": "an absolute path"}[kind])
+                          "path": "an absolute path", "host": "a host name or IP address"}[kind])
     return ", or ".join(dict.fromkeys(words))
 
 
@@ -79,6 +81,8 @@ def _is(kind: str, value: Any) -> bool:
         return isinstance(value, (str, Secret))
     if kind == "path":
         return isinstance(value, str) and value.startswith(("/", "~"))
+    if kind == "host":
+        return isinstance(value, str) and HOST.fullmatch(value) is not None
     return isinstance(value, {"bool": bool, "list": list, "dict": dict}[kind])
 
 

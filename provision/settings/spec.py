@@ -19,7 +19,7 @@ from provision.inventory.yaml_loader import YamlDocument, load_yaml_file
 from provision.settings.flags import FlagList, load_flag_list
 
 SPEC_FILE = Path("meta") / "argument_specs.yaml"
-TYPES = ("str", "int", "float", "bool", "list", "dict", "path")
+TYPES = ("str", "int", "float", "bool", "list", "dict", "path", "host")
 OPTION_KEYS = frozenset({"type", "min", "max", "choices", "secret", "description", "flag_list", "managed_flags",
                          "profiles", "options", "required"})
 
