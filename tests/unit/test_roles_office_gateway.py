@@ -13,6 +13,7 @@ import pytest
 
 from provision.cli.main import main
 from provision.inventory.loader import load_inventory
+from provision.office_gateway.admin import parse_view
 from provision.office_gateway.backends import BackendError, backends
 from provision.ops.scripting import atomic_write_script
 from provision.playbook.loader import load_playbook
@@ -139,3 +140,23 @@ def test_the_gateway_play_runs_on_no_host_without_the_group(tmp_path: Path) -> N
     path = tmp_path / "office.yaml"
     path.write_text(OFFICE.replace("    office_gateway:\n      hosts:\n        gw: {ansible_host: 192.168.1.5}\n", ""))
     assert Runner(load_inventory(path), RunConfig(), reporter=None).play_hosts(gateway_play()) == set()  # type: ignore[arg-type]
+
+
+def test_drain_refuses_a_host_that_is_not_a_backend_before_connecting(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "office.yaml"
+    path.write_text(OFFICE)
+    assert main(["drain", str(path), "nas"]) == 2  # the office cache is no backend
+    assert "'nas' is not a backend of the office gateway gw; its backends: desk-1, desk-2" in capsys.readouterr().err
+    path.write_text(OFFICE.replace("    office_gateway:\n      hosts:\n        gw: {ansible_host: 192.168.1.5}\n", ""))
+    assert main(["undrain", str(path), "desk-1"]) == 2
+    assert "the inventory has no host in the 'office_gateway' group" in capsys.readouterr().err
+
+
+def test_the_gateways_view_is_read_from_haproxy_show_stat() -> None:
+    # what admin.sh printed after `drain desk-1` on HAProxy 2.6.12-1+deb12u4 (Debian 12) in front of the
+    # stand-in servers of tests/unit/test_office_gateway_haproxy.py, three requests served (whole CSV kept)
+    recorded = (Path(__file__).parent / "fixtures/haproxy/show-stat-2.6.12-drained.txt").read_text()
+    servers, in_flight = parse_view(recorded)
+    assert in_flight == 0
+    assert [(s.name, s.status, s.in_flight, s.queued, s.served, s.check) for s in servers] == [
+        ("desk-1", "DRAIN", 0, 0, 1, "L7OK"), ("desk-2", "UP", 0, 0, 2, "L7OK")]
