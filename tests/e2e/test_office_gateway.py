@@ -161,8 +161,8 @@ def test_a_second_up_changes_nothing(converged, office) -> None:
 
 
 def test_a_killed_backend_is_out_within_a_second_and_requests_keep_succeeding(converged, office) -> None:
-    """Under traffic, the first refused connection takes the backend out (observe layer4) and the
-    request goes to the other one (redispatch); without traffic the checks would need 2 x 500 ms."""
+    """The backend is out within the checks' second (at once when a request meets the refused
+    connection: observe layer4), and every request meanwhile succeeds (redispatch)."""
     victim = office.backends[0]
     wait_for(office, victim.name, "UP", 30)
     assert victim.exec("systemctl kill -s KILL standin-vllm")[0] == 0
@@ -174,5 +174,8 @@ def test_a_killed_backend_is_out_within_a_second_and_requests_keep_succeeding(co
     out_after = time.monotonic() - killed
     print(f"{victim.name} {status} {out_after:.2f} s after it was killed ({len(answers)} requests between, "
           "each followed by a docker exec of show stat)")
-    assert status == "DOWN" and out_after < 1.0 and answers == [200] * len(answers), answers
+    # leastconn may send none of these to the victim (then the checks take it out: 2 x 500 ms); each
+    # poll is a docker exec (0.1-0.3 s here), so the bound has room for one. The at-once case (a
+    # refused connection) is measured in tests/unit/test_office_gateway_haproxy.py: 0.01 s.
+    assert status == "DOWN" and out_after < 1.5 and answers == [200] * len(answers), answers
     assert [office.chat()[0] for _ in range(10)] == [200] * 10
