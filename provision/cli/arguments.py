@@ -151,6 +151,19 @@ def add_fleet_commands(subcommands: Any, add_inventory_arguments: AddArguments) 
     status.set_defaults(handler="provision.cli.fleet:cmd_status")
 
 
+def add_gateway_commands(subcommands: Any, add_inventory_arguments: AddArguments) -> None:
+    """`provision drain` and `provision undrain` (the office gateway's runtime API)."""
+    drain = subcommands.add_parser("drain", help="the office gateway sends HOST no new request; those in flight finish")
+    undrain = subcommands.add_parser("undrain", help="the office gateway sends HOST requests again")
+    for parser, handler in ((drain, "cmd_drain"), (undrain, "cmd_undrain")):
+        add_inventory_arguments(parser)
+        parser.add_argument("host", help="the backend host (its inventory name)")
+        _playbook_argument(parser)
+        parser.set_defaults(handler=f"provision.cli.gateway:{handler}", wait=0)
+    drain.add_argument("--wait", type=int, default=300, metavar="SECONDS",
+                       help="wait this long for the requests in flight on HOST to finish (default 300)")
+
+
 def add_variables_command(subcommands: Any, add_inventory_arguments: AddArguments) -> None:
     """`provision vars`."""
     variables = subcommands.add_parser("vars", help="every effective variable of each host, and where it was set")

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from provision import interrupt
 from provision.cli.consoles import styled
-from provision.cli.endpoints import endpoint_lines
+from provision.cli.endpoints import endpoint_lines, office_lines
 from provision.cli.inputs import (
     EXIT_FAILED,
     EXIT_OK,
@@ -79,7 +79,8 @@ def converge(args: argparse.Namespace, console: Console, inventory: Inventory, h
             interrupt.gentle_ctrl_c(reporter.message):
         result = Runner(inventory, config, reporter, early).run(plays)
     human.print(recap_table(result))
-    for line in endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars):
+    for line in [*endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars),
+                 *office_lines(plays, playbook_of(args), inventory, result, extra_vars)]:
         human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     if result.aborted:
         human.print(styled(REDACTOR(result.aborted), "bold red"))

@@ -50,6 +50,32 @@ def endpoint_lines(plays: list[Play], playbook: Path, inventory: Inventory, resu
     return lines
 
 
+GATEWAY_ROLE = "office_gateway"
+
+
+def office_lines(plays: list[Play], playbook: Path, inventory: Inventory, result: RunResult,
+                 extra_vars: dict[str, Any]) -> list[str]:
+    """For each office gateway whose run included its role and did not fail: the one URL of the office."""
+    try:
+        play = serving_play(plays, playbook, GATEWAY_ROLE)
+    except InputError:
+        return []
+    lines = []
+    for name, host_result in result.hosts.items():
+        if host_result.failed or host_result.unreachable or not any(
+                task.role == GATEWAY_ROLE for task in host_result.tasks):
+            continue
+        host = inventory.host(name)
+        variables = host_variables(play, host, extra_vars)
+        address = str(variables.get("office_gateway_address") or "")
+        if not address or "{{" in address:
+            address = host.address
+        url = f"http://{address}:{variables.get('office_gateway_port')}/v1"
+        verb = "would be" if result.check else "is"
+        lines.append(f"the office endpoint {verb} {url} ({name}: every model server of the inventory behind it)")
+    return lines
+
+
 def _loopback(address: str) -> bool:
     try:
         return address == "localhost" or ipaddress.ip_address(address).is_loopback

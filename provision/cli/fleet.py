@@ -359,6 +359,9 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
                                                               images[host.name]))
     caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
+    from provision.cli.gateway import gateway_rows, view_table  # it runs its script with run_on, from here
+
+    gateways = gateway_rows(args, hosts)
     for name, row in rows.items():
         row["serving"] = serves(row)
         row["model_profile"] = profiles[name] or None
@@ -370,6 +373,8 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         for name, cache in caches.items():
             rows[name]["office_cache"] = cache
+        for name, gateway in gateways.items():
+            rows[name]["office_gateway"] = gateway
         console.print_json(REDACTOR.json(rows))
     else:
         if console.is_terminal:
@@ -381,4 +386,6 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
             console.print(line)
         if caches:
             console.print(cache_table(caches))
+        for name, gateway in gateways.items():
+            console.print(view_table(name, gateway))
     return EXIT_OK if all(row["serving"] for row in rows.values()) else EXIT_FAILED

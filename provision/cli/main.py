@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     arguments.add_serving_commands(subcommands, add_inventory_arguments)
     arguments.add_fleet_commands(subcommands, add_inventory_arguments)
     arguments.add_variables_command(subcommands, add_inventory_arguments)
+    arguments.add_gateway_commands(subcommands, add_inventory_arguments)
     arguments.add_models_command(subcommands)
     arguments.add_bundle_command(subcommands, add_inventory_arguments)
     return parser

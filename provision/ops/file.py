@@ -37,6 +37,9 @@ class FileArgs(OpArgs):
     mode: FileMode = None
     state: Literal["present", "absent"] = "present"
     secret: bool = False
+    #: a program that checks the new content before it replaces the file (`[haproxy, -c, -f]`): run with
+    #: the temporary file's path appended; when it fails, the file is left as it was and the task fails
+    validate_with: list[str] | None = None
 
     @property
     def is_secret(self) -> bool:
@@ -115,7 +118,7 @@ class FileOperation(Operation):
         # a rendered template holding a secret value gets the secret default mode (0600) too
         holds_secret = args.is_secret or REDACTOR(data.decode(errors="replace")) != data.decode(errors="replace")
         return write_file_command(current, data, owner=args.owner, group=args.group, mode=args.mode,
-                                  secret=holds_secret)
+                                  secret=holds_secret, validate=args.validate_with)
 
     def _plan_absent(self, args: FileArgs, current: FileState) -> Plan:
         if not current.exists:

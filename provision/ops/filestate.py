@@ -132,9 +132,10 @@ def require_regular_file(current: FileState) -> None:
 
 def write_file_command(
     current: FileState, content: bytes, *, owner: str | None, group: str | None, mode: str | None,
-    secret: bool = False, description: str = "",
+    secret: bool = False, description: str = "", validate: list[str] | None = None,
 ) -> Command:
-    """Write `content` atomically; unspecified attributes keep the existing file's (or defaults)."""
+    """Write `content` atomically; unspecified attributes keep the existing file's (or defaults);
+    with `validate`, that program (the temporary file's path appended) must accept it first."""
     if current.exists:
         owner = owner or current.uid
         group = group or current.gid
@@ -142,6 +143,7 @@ def write_file_command(
     mode = mode or (SECRET_DEFAULT_MODE if secret else DEFAULT_MODE)
     script = atomic_write_script(
         current.path, mode=mode, owner_group=chown_spec(owner, group), create_parent=not current.exists,
+        validate=validate,
     )
     return Command(script=script, data=content, description=description or f"write {current.path}")
 

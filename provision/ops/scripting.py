@@ -63,8 +63,10 @@ def chown_spec(owner: str | None, group: str | None) -> str | None:
     return None
 
 
-def atomic_write_script(dest: str, *, mode: str, owner_group: str | None, create_parent: bool) -> str:
-    """Bash that writes the payload on fd 3 to `dest` atomically: temp file beside it, attrs, rename.
+def atomic_write_script(dest: str, *, mode: str, owner_group: str | None, create_parent: bool,
+                        validate: list[str] | None = None) -> str:
+    """Bash that writes the payload on fd 3 to `dest` atomically: temp file beside it, attrs, rename;
+    with `validate`, that program must accept the temp file first (else exit 1, `dest` untouched).
 
     Runs in a subshell so that its cleanup trap does not replace the caller's (the payload's) trap.
     """
@@ -80,8 +82,12 @@ def atomic_write_script(dest: str, *, mode: str, owner_group: str | None, create
     ]
     if owner_group:
         lines.append(f'chown -- {quote(owner_group)} "$tmp"')
+    lines.append(f'chmod -- {quote(mode)} "$tmp"')
+    if validate:
+        checker = " ".join(quote(word) for word in validate)
+        refused = quote(f"{dest}: the new content was refused by {checker}; left as it was")
+        lines.append(f'{checker} "$tmp" >&2 || {{ echo {refused} >&2; exit 1; }}')
     lines += [
-        f'chmod -- {quote(mode)} "$tmp"',
         f'mv -f -- "$tmp" {quote(dest)}',
         ")",
     ]

@@ -31,7 +31,8 @@ from provision.shell import quote
 #: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`): name -> "module:function",
 #: imported when a template first calls it (so that loading a playbook imports no product code)
 FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve_flags",
-                             "dpkg_lock_script": "provision.ops.dpkg_lock:dpkg_lock_script"}
+                             "dpkg_lock_script": "provision.ops.dpkg_lock:dpkg_lock_script",
+                             "office_gateway_backends": "provision.office_gateway.backends:office_gateway_backends"}
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 

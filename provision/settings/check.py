@@ -22,6 +22,7 @@ PLAIN_INT = re.compile(r"\s*[-+]?\d+(_\d+)*\s*")  # what Python's int() reads
 HUMAN_INT = re.compile(r"\s*(\d+(\.\d+)?[kmgt]|\d+[KMGT]|[-+]?\d+(_\d+)*)\s*")
 NUMBER_TYPES = {"int": "an integer", "float": "a number"}
 FLAG_NUMBERS = {**NUMBER_TYPES, "human_int": "an integer (or 8k, 2G)"}
+# `host`: a host name or IP address, nothing that could end a line of a config it is written into
 
 
 def is_template(value: Any) -> bool:

@@ -41,8 +41,8 @@ FORMATS: dict[str, Format] = {
     "revision": _format(r"[0-9a-f]{40}|[A-Za-z0-9_][A-Za-z0-9_./-]*", "a branch, tag or commit sha"),
     # a systemd unit, container or profile name
     "name": _format(r"[A-Za-z0-9][A-Za-z0-9_.@-]*", "a name (letters, digits, _ . @ -)"),
-    # a host name or an IP address
-    "host": _format(r"[A-Za-z0-9.:-]*[A-Za-z0-9]|\[[0-9A-Fa-f:.]+\]", "a host name or IP address"),
+    # a host name or an IP address (never a leading "-": ssh, curl and socat would read an option)
+    "host": _format(r"(?!-)[A-Za-z0-9.:-]*[A-Za-z0-9]|\[[0-9A-Fa-f:.]+\]", "a host name or IP address"),
     # nginx size (`200g`)
     "size": _format(r"[0-9]+[kKmMgG]?", "a size (digits, optionally k, m or g)"),
     # a path written into a file without quotes (nginx)
