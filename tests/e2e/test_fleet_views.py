@@ -129,7 +129,10 @@ def test_bench_passes_the_steady_stand_in(served, laptop):
 
 
 @pytest.fixture(scope="module")
-def alternating(served, laptop: Laptop, fleet_images) -> Iterator[Run]:
+def alternating(served, office_ok, laptop: Laptop, fleet_images) -> Iterator[Run]:
+    """The bimodal stand-in deployed (kept until the module ends): the office bench of the steady
+    release (`office_ok`) is taken first, whatever order the tests run in (in file order the steady
+    one was otherwise measured on this release, and the regression had nothing to compare with)."""
     laptop.set_vars(vllm_image=fleet_images["alternating"])
     try:
         deploy = laptop.up("alternating", "--tags", SERVING)

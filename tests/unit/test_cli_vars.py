@@ -80,7 +80,8 @@ def test_a_template_shows_what_it_evaluates_to_and_a_facts_one_says_so(capsys, t
     assert rows["bundle_weights_here"]["value"] is False, "a single expression keeps its type, as in a run"
     # through another variable too: container_gpu_request reads container_toolkit_uses_cdi, which reads facts
     assert rows["docker_repo_url"]["needs_facts"] == ["os"] and rows["docker_repo_url"]["value"] is None
-    assert rows["container_gpu_request"]["needs_facts"] == ["docker_version"]
+    # docker's path: the docker running, or the one the role would install (its packages, the OS)
+    assert rows["container_gpu_request"]["needs_facts"] == ["docker_packages", "docker_version", "os"]
     assert not [name for name, row in rows.items() if "{{" in json.dumps(row["value"])], "a raw template shown"
     monkeypatch.setenv("COLUMNS", "300")
     assert main(["vars", str(inventory), "--host", "desk-1"]) == 0

@@ -220,5 +220,7 @@ def test_every_template_is_covered_here() -> None:
         "nvidia-dev-char-symlinks.service.j2", "gpu-in-container-check.sh", "logind-provision.conf.j2",
         "nvidia-persistenced-provision.conf.j2", "blacklist-nouveau.conf.j2", "modules-load-nvidia.conf.j2",
         "apt-cacher-ng.conf.j2", "hf-mirror.nginx.conf.j2", "provision-seed-registry.service.j2", "seed-registry.sh",
-        "apt-proxy-detect.sh"}
+        "apt-proxy-detect.sh",
+        # office_gateway: addresses of `format: host`, ints; haproxy -c reads it (test_roles_office_gateway.py)
+        "haproxy.cfg.j2"}
     assert {path.name for path in TEMPLATES} == tested | no_strings
