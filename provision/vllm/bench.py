@@ -19,33 +19,43 @@ from provision.vllm.stability import GateThresholds, SeriesStats, Verdict, gate,
 PROMPT = ("Write a detailed, well-structured technical report on maintaining a fleet of office laptops "
           "that serve a local language model: hardware, drivers, containers, monitoring, upgrades.")
 
-CLIENT = r'''
+#: what both bench clients share (this one and office_bench's): the key header, one record a line
+#: (print() from threads interleaved two records on one line), and a streamed completion timed
+STREAMING = r'''
 import json, os, sys, threading, time, urllib.request
-url, model = sys.argv[1], sys.argv[2]
-max_tokens, runs, concurrency = (int(value) for value in sys.argv[3:6])
-prompt = os.environ["BENCH_PROMPT"]
 headers = {"Content-Type": "application/json"}
 if os.environ.get("BENCH_KEY"):
     headers["Authorization"] = "Bearer " + os.environ["BENCH_KEY"]
-def one(label):
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-            "ignore_eos": True, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+printing = threading.Lock()
+def say(record):
+    with printing:
+        sys.stdout.write(json.dumps(record) + "\n"); sys.stdout.flush()
+def stream(url, body, record, timeout):
     request = urllib.request.Request(url, json.dumps(body).encode(), headers)
-    started = time.monotonic(); first = last = None; usage = None
-    with urllib.request.urlopen(request, timeout=1800) as reply:
+    usage = None
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
         for raw in reply:
             line = raw.decode().strip()
-            if not line.startswith("data: "):
+            if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            if line == "data: [DONE]":
-                break
             chunk = json.loads(line[6:])
             usage = chunk.get("usage") or usage
             for choice in chunk.get("choices") or []:
                 if (choice.get("delta") or {}).get("content"):
-                    last = time.monotonic(); first = first or last
-    print(json.dumps({"run": label, "start": started, "first": first, "last": last,
-                      "completion_tokens": (usage or {}).get("completion_tokens")}), flush=True)
+                    record["last"] = time.monotonic(); record["first"] = record["first"] or record["last"]
+    return usage or {}
+'''
+
+CLIENT = STREAMING + r'''
+url, model = sys.argv[1], sys.argv[2]
+max_tokens, runs, concurrency = (int(value) for value in sys.argv[3:6])
+prompt = os.environ["BENCH_PROMPT"]
+def one(label):
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "ignore_eos": True, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    record = {"run": label, "start": time.monotonic(), "first": None, "last": None}
+    record["completion_tokens"] = stream(url, body, record, 1800).get("completion_tokens")
+    say(record)
 one("warmup")
 for index in range(runs):
     threads = [threading.Thread(target=one, args=(f"{index}.{user}",)) for user in range(concurrency)]

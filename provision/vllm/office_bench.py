@@ -25,31 +25,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from provision.shell import quote
+from provision.vllm.bench import STREAMING
 from provision.vllm.endpoint import Endpoint
 from provision.vllm.png import red_gradient_png
 
 if TYPE_CHECKING:  # `provision up` builds its parser (these defaults) before it may load the service layer
     from provision.vllm.release import Layout
 
-CLIENT = r'''
-import base64, json, os, sys, threading, time, urllib.request
+CLIENT = STREAMING + r'''
+import base64
 base, model = sys.argv[1], sys.argv[2]
 users, max_tokens = int(sys.argv[3]), int(sys.argv[4])
 fractions = [float(f) for f in sys.argv[5].split(",")]
 reserve = int(sys.argv[6])
 image = "data:image/png;base64," + os.environ["BENCH_IMAGE"]
-headers = {"Content-Type": "application/json"}
-if os.environ.get("BENCH_KEY"):
-    headers["Authorization"] = "Bearer " + os.environ["BENCH_KEY"]
 with urllib.request.urlopen(urllib.request.Request(base + "/v1/models", headers=headers), timeout=30) as reply:
     context = int(json.load(reply)["data"][0].get("max_model_len") or 0)
 print(json.dumps({"context": context}), flush=True)
 room = max(context - max_tokens - reserve, 16)
 sizes = [max(16, int(room * f)) for f in fractions]
-printing = threading.Lock()
-def say(record):
-    with printing:  # print() from threads can interleave two records on one line
-        sys.stdout.write(json.dumps(record) + "\n"); sys.stdout.flush()
 def one(user, size):
     words = ("report " * size).rstrip()
     body = {"model": model, "user": "office-%d" % user, "max_tokens": max_tokens, "ignore_eos": True,
@@ -58,20 +52,9 @@ def one(user, size):
                                                       {"type": "image_url", "image_url": {"url": image}}]}]}
     record = {"user": user, "size": size, "start": time.monotonic(), "first": None, "last": None}
     try:
-        request = urllib.request.Request(base + "/v1/chat/completions", json.dumps(body).encode(), headers)
-        usage = None
-        with urllib.request.urlopen(request, timeout=3600) as reply:
-            for raw in reply:
-                line = raw.decode().strip()
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                usage = chunk.get("usage") or usage
-                for choice in chunk.get("choices") or []:
-                    if (choice.get("delta") or {}).get("content"):
-                        record["last"] = time.monotonic(); record["first"] = record["first"] or record["last"]
-        record["completion_tokens"] = (usage or {}).get("completion_tokens")
-        record["prompt_tokens"] = (usage or {}).get("prompt_tokens")
+        usage = stream(base + "/v1/chat/completions", body, record, 3600)
+        record["completion_tokens"] = usage.get("completion_tokens")
+        record["prompt_tokens"] = usage.get("prompt_tokens")
     except Exception as error:
         record["error"] = (type(error).__name__ + ": " + str(error))[:300]
     say(record)

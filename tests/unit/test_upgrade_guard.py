@@ -83,7 +83,8 @@ def test_the_guard_fills_in_how_it_judged_without_breaking_the_record(tmp_path):
 
 
 # guard.sh run here as root's bash would run it on a host, with stand-ins for what a host has and this
-# machine has not: systemctl (its unit states in files) and curl (the endpoint answers once started)
+# machine has not: systemctl (its unit states in files) and curl (the endpoint answers once started);
+# the same guard against real systemd, docker and the stand-in vLLM: tests/e2e/faults/test_upgrade_guard.py
 SYSTEMCTL = """#!/bin/bash
 echo "$*" >> "$HOST/calls"
 verb=$1; [ "$verb" = --quiet ] && verb=$2
