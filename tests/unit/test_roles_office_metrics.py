@@ -29,8 +29,7 @@ FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"
 # nvidia-smi on a real H200 (driver 580.159.04), captured on the project's lent machine: see its README.md
 H200 = Path(__file__).parent / "fixtures" / "nvidia_smi_h200_metrics"
 GPU_PROGRAM = REPO / "roles" / "office_metrics" / "templates" / "gpu-metrics.sh"
-REGISTERED = {name: {"changed": False} for name in ("office_metrics_gpu_service", "office_metrics_gpu_timer",
-                                                    "office_metrics_flags")}
+REGISTERED = {name: {"changed": False} for name in ("office_metrics_gpu_service", "office_metrics_gpu_timer")}
 
 
 def metrics_play():
@@ -90,12 +89,13 @@ def test_a_single_laptop_inventory_gets_nothing_of_it(tmp_path: Path) -> None:
 def test_retention_and_listen_address_are_prometheus_flags_and_the_config_is_checked(tmp_path: Path) -> None:
     tasks = metrics_tasks(tmp_path, "gw", office_metrics_retention_days=7, office_metrics_retention_size_mib=512)
     flags = tasks["prometheus's flags (retention, listen address)"]
-    exec_start = flags.args.content.splitlines()[-1].split()
-    assert exec_start[0] == "ExecStart=/usr/bin/prometheus"
+    assert flags.args.dest == "/etc/default/prometheus"  # Debian's unit: ExecStart=/usr/bin/prometheus $ARGS
+    args = subprocess.run(["bash", "-c", f'{flags.args.content}\nprintf "%s\\n" $ARGS'], capture_output=True,
+                          text=True, check=True).stdout.split()
     for flag in ("--storage.tsdb.retention.time=7d", "--storage.tsdb.retention.size=512MB",
                  "--web.listen-address=127.0.0.1:9090", "--config.file=/etc/prometheus/prometheus.yml",
                  "--storage.tsdb.path=/var/lib/prometheus/metrics2"):
-        assert flag in exec_start, flag
+        assert flag in args, flag
     assert flags.task.notify == ["restart prometheus"]
     write = tasks["prometheus scrapes the office"]
     assert write.args.validate_with == ["/usr/bin/promtool", "check", "config"]
