@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from provision.cli.main import main
 from provision.inventory.loader import load_inventory
 from provision.office_gateway.backends import BackendError
 from provision.office_metrics.targets import scrape_jobs
@@ -208,3 +209,15 @@ def test_promtool_accepts_the_gpu_readings(tmp_path: Path) -> None:
     done = subprocess.run(["promtool", "check", "metrics"], input=(textfiles / "gpu.prom").read_text(),
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("setting", "why"), [("office_metrics_retention_size_mib: 10", "an integer from 64 to"),
+                                              ("office_metrics_retention_days: 0", "an integer from 1 to"),
+                                              ("office_metrics_listen_address: 10.0.0.1", "one of")])
+def test_a_retention_or_address_out_of_bounds_is_refused_before_any_contact(tmp_path: Path, capsys, setting: str,
+                                                                            why: str) -> None:
+    path = tmp_path / "office.yaml"
+    path.write_text(OFFICE.replace("gw: {ansible_host: 192.168.1.5}", f"gw: {{ansible_host: 192.168.1.5, {setting}}}"))
+    assert main(["vars", str(path), "--host", "gw"]) == 2
+    error = capsys.readouterr().err
+    assert f"{path}:11: {setting.split(':')[0]}: " in error and why in error, error
