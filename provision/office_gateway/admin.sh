@@ -25,5 +25,8 @@ if [ "$action" != show ]; then
     echo "in_flight=$(in_flight "$server")"
   fi
 fi
+# requests per office user (roles/office_gateway: the table exists only with office_users)
+echo "--- show table office_users"
+api "show table office_users"
 echo "--- show stat"
 api "show stat"

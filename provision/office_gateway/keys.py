@@ -48,7 +48,8 @@ def check_tls(host: Host, extra_vars: dict[str, Any]) -> None:
             raise InputError(f"{file} holds no PEM block (-----BEGIN ...)", host.source, key=key)
 
 
-def prepare(inventory: Inventory, hosts: list[Host], extra_vars: dict[str, Any], check: bool) -> dict[str, dict[str, str]]:
+def prepare(inventory: Inventory, hosts: list[Host], extra_vars: dict[str, Any],
+            check: bool) -> dict[str, dict[str, str]]:
     """Check every selected gateway's users, backend key and TLS files; generate the users' missing keys
     unless `check`. Returns gateway -> {user: new key}."""
     from provision.runner.runner import inventory_variables

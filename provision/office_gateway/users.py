@@ -173,4 +173,5 @@ def office_gateway_users(context: jinja2.runtime.Context) -> list[tuple[str, str
 def office_gateway_backend_key(context: jinja2.runtime.Context) -> str:
     """Template function: the fleet's one backend key."""
     return backend_key(context.get("groups") or {}, context.get("hostvars") or {},
-                       cache_group=str(context["office_cache_group"]), gateway_group=str(context["office_gateway_group"]))
+                       cache_group=str(context["office_cache_group"]),
+                       gateway_group=str(context["office_gateway_group"]))
