@@ -262,3 +262,17 @@ def test_a_missing_map_entry_is_never_a_placeholder_key(tmp_path: Path) -> None:
     # a user whose key is not generated yet (a check run) is left out of the map, never given a stand-in key
     content = users_tasks(tmp_path)[MAP_TASK].args.content
     assert content.splitlines()[-1] == f"{ALICE} alice" and "bob" not in content
+
+
+def test_with_a_certificate_the_endpoint_is_https_and_the_key_file_root_only(tmp_path: Path) -> None:
+    (tmp_path / "c.pem").write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    (tmp_path / "k.pem").write_text("-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n")
+    tasks = gateway_tasks(tmp_path, OFFICE, office_gateway_tls_certificate=str(tmp_path / "c.pem"),
+                          office_gateway_tls_key=str(tmp_path / "k.pem"))
+    config = tasks[CONFIG_TASK].args.content
+    assert "the office endpoint, https://192.168.1.5:8000/v1" in config.splitlines()[0]
+    assert "    bind :8000 ssl crt /etc/haproxy/office-tls.pem\n" in config
+    key = tasks["the office endpoint's TLS key"].args
+    assert (key.dest, key.mode, key.owner, key.secret) == ("/etc/haproxy/office-tls.pem.key", "0600", "root", True)
+    assert key.content == (tmp_path / "k.pem").read_text()
+    assert tasks["no TLS key is left on the gateway"].skipped
