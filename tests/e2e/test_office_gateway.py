@@ -198,7 +198,9 @@ def users_inventory(office: Office, users: list[dict[str, str]]) -> Path:
 def test_office_users_a_wrong_key_is_refused_a_users_key_streams_and_a_revoked_one_is_refused(converged,
                                                                                                office) -> None:
     """Last in this module: it leaves the gateway with a user (bob) configured."""
-    env = {"OFFICE_ALICE_KEY": ALICE_KEY, "XDG_CONFIG_HOME": str(office.tmp / "config")}
+    # the generated keys' file in the test's folder; the controller cache too (its key is in the config folder)
+    env = {"OFFICE_ALICE_KEY": ALICE_KEY, "XDG_CONFIG_HOME": str(office.tmp / "config"),
+           "PROVISION_CACHE_DIR": str(office.tmp / "cache")}
     up = provision("up", str(users_inventory(office, [{"name": "alice", "key": "ALICE"}, {"name": "bob"}])),
                    "--limit", office.gateway.name, "--tags", "office_gateway", env=env)
     assert up.returncode == 0, up.output

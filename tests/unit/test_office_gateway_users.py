@@ -41,8 +41,11 @@ MAP_TASK, CONFIG_TASK = "the office users' keys are the gateway's", "haproxy rou
 
 @pytest.fixture(autouse=True)
 def own_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The generated keys' file in a folder of the test's own; the controller cache too, as its key
+    lives in the config folder (provision/controller_cache.py): the user's cache is left as it was."""
     home = tmp_path / "config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    monkeypatch.setenv("PROVISION_CACHE_DIR", str(tmp_path / "cache"))
     return home
 
 

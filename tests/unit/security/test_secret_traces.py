@@ -325,6 +325,7 @@ def test_office_users_keys_leave_no_trace_in_the_gateways_plans(tmp_path: Path,
     from tests.unit.test_office_gateway_users import ALICE, users_tasks
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("PROVISION_CACHE_DIR", str(tmp_path / "cache"))  # its key is in the config folder
     bob = generate("gw", [User("bob", None)])["bob"]
     keys = (ALICE, bob, FLEET_KEY)
     tasks = users_tasks(tmp_path)
