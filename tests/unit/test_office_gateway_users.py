@@ -233,9 +233,12 @@ def test_haproxy_refuses_unknown_keys_serves_users_counts_them_and_keeps_session
         assert json.loads(body)["error"]["code"] == "invalid_api_key"
     assert sum(server.served for server in parse_view(show(gateway["socket"]))[0]) == 0  # none reached a backend
     assert http(f"{url}/health", None, context=tls)[0] == 200  # outside /v1: no key rule
-    for key in (ALICE, gateway["bob"], ALICE):
+    for key in (ALICE, gateway["bob"]):
         status, body = http(f"{url}/v1/chat/completions", key, CHAT, context=tls)
         assert status == 200 and json.loads(body)["object"] == "chat.completion", body  # the backend took its key
+    # the scheme's name is case-insensitive (RFC 9110 11.1)
+    assert http(f"{url}/v1/chat/completions", None, CHAT, headers={"Authorization": f"bearer {ALICE}"},
+                context=tls)[0] == 200
     before = {server.name: server.served for server in parse_view(show(gateway["socket"]))[0]}
     for _ in range(6):
         assert http(f"{url}/v1/chat/completions", ALICE, CHAT, headers={"X-Session-Id": "s-1"}, context=tls)[0] == 200
@@ -279,3 +282,17 @@ def test_with_a_certificate_the_endpoint_is_https_and_the_key_file_root_only(tmp
     assert (key.dest, key.mode, key.owner, key.secret) == ("/etc/haproxy/office-tls.pem.key", "0600", "root", True)
     assert key.content == (tmp_path / "k.pem").read_text()
     assert tasks["no TLS key is left on the gateway"].skipped
+
+
+def test_status_shows_requests_per_user_and_nothing_without_users() -> None:
+    import io
+
+    from rich.console import Console
+
+    from provision.cli.gateway import users_table
+
+    assert users_table("gw", {"users": {}}) is None
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(users_table("gw", {"users": {"bob": 1, "alice": 8}}))
+    text = console.export_text()
+    assert "OFFICE USERS gw" in text and text.index("alice") < text.index("bob") and "8" in text
