@@ -65,8 +65,12 @@ def prepare(inventory: Inventory, hosts: list[Host], extra_vars: dict[str, Any],
             users = declared(raw)
             if users:
                 magic = inventory_variables(inventory)
-                backend_key(magic["groups"], magic["hostvars"], gateway_group=group,
-                            cache_group=str(_value(host, extra_vars, "office_cache_group", "office_cache")))
+                fleet = backend_key(magic["groups"], magic["hostvars"], gateway_group=group,
+                                    cache_group=str(_value(host, extra_vars, "office_cache_group", "office_cache")))
+                shared = [user.name for user in users if user.key is not None and user.key.reveal() == fleet]
+                if shared:
+                    raise UsersError(f"the key of {', '.join(shared)} is the backends' vllm_api_key: a user's key "
+                                     "must be the user's own (it could not be revoked)")
                 made[host.name] = {} if check else generate(host.name, users)
         except (UsersError, BackendError) as error:
             raise InputError(str(error), host.source, key="office_users") from error

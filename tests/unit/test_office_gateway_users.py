@@ -98,6 +98,8 @@ def test_the_backends_must_share_one_key() -> None:
 @pytest.mark.parametrize(("text", "key", "message"), [
     (OFFICE.replace("        gw: {ansible_host: 192.168.1.5}\n", USERS_TEXT), "office_users",
      "office_users needs one vllm_api_key for every backend"),
+    (FLEET.replace("        gw: {ansible_host: 192.168.1.5}\n", USERS_TEXT.replace(ALICE, API_KEY)), "office_users",
+     "the key of alice is the backends' vllm_api_key"),
     (FLEET.replace("        gw: {ansible_host: 192.168.1.5}",
                    "        gw: {ansible_host: 192.168.1.5, office_gateway_tls_certificate: /nonexistent/cert.pem, "
                    "office_gateway_tls_key: /nonexistent/key.pem}"), "office_gateway_tls_certificate",
