@@ -70,7 +70,8 @@ def office_lines(plays: list[Play], playbook: Path, inventory: Inventory, result
         address = str(variables.get("office_gateway_address") or "")
         if not address or "{{" in address:
             address = host.address
-        url = f"http://{address}:{variables.get('office_gateway_port')}/v1"
+        scheme = "https" if variables.get("office_gateway_tls_certificate") else "http"  # docs/office-users.md
+        url = f"{scheme}://{address}:{variables.get('office_gateway_port')}/v1"
         verb = "would be" if result.check else "is"
         lines.append(f"the office endpoint {verb} {url} ({name}: every model server of the inventory behind it)")
     return lines

@@ -359,7 +359,7 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
                                                               images[host.name]))
     caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
-    from provision.cli.gateway import gateway_rows, view_table  # it runs its script with run_on, from here
+    from provision.cli.gateway import gateway_rows, users_table, view_table  # it runs its script with run_on
 
     gateways = gateway_rows(args, hosts)
     for name, row in rows.items():
@@ -388,4 +388,6 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
             console.print(cache_table(caches))
         for name, gateway in gateways.items():
             console.print(view_table(name, gateway))
+            if users := users_table(name, gateway):
+                console.print(users)
     return EXIT_OK if all(row["serving"] for row in rows.values()) else EXIT_FAILED

@@ -22,7 +22,7 @@ from provision.cli.inputs import EXIT_FAILED, EXIT_OK, load_hosts, playbook_of, 
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host, Inventory
-from provision.office_gateway.admin import ServerView, admin_script, parse_view
+from provision.office_gateway.admin import ServerView, admin_script, parse_users, parse_view
 from provision.office_gateway.backends import BackendError, backends
 from provision.runner.runner import host_variables, inventory_variables
 
@@ -56,7 +56,8 @@ def backend_names(inventory: Inventory, gateway: Host) -> list[str]:
 def view_row(host: Host, args: argparse.Namespace, script: str) -> dict[str, Any]:
     rc, stdout, stderr = run_on(host, args, script, 60 + getattr(args, "wait", 0))
     servers, in_flight = parse_view(stdout)
-    row: dict[str, Any] = {"servers": {server.name: vars(server) for server in servers}, "in_flight": in_flight}
+    row: dict[str, Any] = {"servers": {server.name: vars(server) for server in servers}, "in_flight": in_flight,
+                           "users": parse_users(stdout)}
     if rc != 0:
         row["error"] = (stderr.strip() or stdout.strip() or f"exit {rc}")[-500:]
     return row
@@ -70,6 +71,20 @@ def view_table(name: str, row: dict[str, Any]) -> Table:
         style = "green" if server.status == "UP" else "yellow" if server.status in ("DRAIN", "NOLB") else "red"
         table.add_row(server.name, Text(server.status, style=style), str(server.in_flight), str(server.queued),
                       str(server.served), server.check)
+    return table
+
+
+def users_table(name: str, row: dict[str, Any]) -> Table | None:
+    """Requests per office user (docs/office-users.md: tokens are not counted at the gateway); None
+    when the gateway has no users."""
+    if not row.get("users"):
+        return None
+    table = Table(title=f"OFFICE USERS {name} (requests since haproxy last started or reloaded)",
+                  title_justify="left")
+    table.add_column("user")
+    table.add_column("requests", justify="right")
+    for user, requests in sorted(row["users"].items()):
+        table.add_row(user, str(requests))
     return table
 
 

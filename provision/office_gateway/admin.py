@@ -4,6 +4,7 @@ the gateway host (admin.sh, through HAProxy's admin socket) and the parse of wha
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,17 @@ def admin_script(socket: str, action: str, server: str = "", wait_s: int = 0) ->
     words = [socket, action] + ([server, str(wait_s)] if action != "show" else [])
     body = Path(__file__).with_name("admin.sh").read_text()
     return f"set -- {' '.join(quote(word) for word in words)}\n{body}"
+
+
+# a `show table` entry (HAProxy 2.6: `0x55..: key=alice use=0 exp=0 shard=0 http_req_cnt=3`)
+TABLE_ENTRY = re.compile(r"^0x[0-9a-f]+: key=(?P<key>\S+) .*\bhttp_req_cnt=(?P<requests>\d+)", re.MULTILINE)
+
+
+def parse_users(stdout: str) -> dict[str, int]:
+    """Requests per office user since HAProxy last started or reloaded (the `office_users` stick table
+    that admin.sh prints before `show stat`); {} when the gateway has no users."""
+    section = stdout.partition("--- show table office_users\n")[2].partition("--- show stat\n")[0]
+    return {match["key"]: int(match["requests"]) for match in TABLE_ENTRY.finditer(section)}
 
 
 def parse_view(stdout: str) -> tuple[list[ServerView], int | None]:

@@ -20,10 +20,19 @@ if [ "$action" != show ]; then
     exit 1
   fi
   if [ "$action" = drain ]; then
+    # With office_session_header, HAProxy's drain still lets in the sessions stuck to the server ("it
+    # will not accept any new connections other than those that are accepted via persistence",
+    # https://docs.haproxy.org/2.6/management.html#9.3 set server): forget them, so they go elsewhere.
+    # Without stickiness there is no such table: the answer ("No such table") is not an error here.
+    sid=$(api "show stat" | awk -F, -v server="$server" '$1 == "vllm" && $2 == server { print $29 }')  # field 29: sid
+    api "clear table vllm data.server_id eq $sid" >/dev/null
     deadline=$((SECONDS + $4))
     while [ "$(in_flight "$server")" != 0 ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
     echo "in_flight=$(in_flight "$server")"
   fi
 fi
+# requests per office user (roles/office_gateway: the table exists only with office_users)
+echo "--- show table office_users"
+api "show table office_users"
 echo "--- show stat"
 api "show stat"

@@ -49,6 +49,9 @@ FORMATS: dict[str, Format] = {
     "plain_path": _format(r"/[A-Za-z0-9._/@+-]*", "an absolute path of letters, digits and . _ / @ + -"),
     # an API key or hub token: what goes into an HTTP header (RFC 6750's b64token, and `:`)
     "token": _format(r"[A-Za-z0-9._~+/=:-]*", "a token (letters, digits, . _ ~ + / = : -)"),
+    # an HTTP header name written into HAProxy's config (office_session_header): RFC 9110's token less
+    # the characters HAProxy's config reads itself (# a comment, quotes, $ a variable, % a log format)
+    "header": _format(r"[A-Za-z0-9][A-Za-z0-9_.-]*", "an HTTP header name (letters, digits, _ . -)"),
     # a string apt.conf can hold in quotes (apt.conf(5): no backslash, no quotation mark)
     "apt_conf_text": _format(r"[^\"\\]*", "text without quotation marks or backslashes (apt.conf)"),
 }

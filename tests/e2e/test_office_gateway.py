@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provision.office_gateway.admin import admin_script, parse_view
+from provision.office_gateway.admin import admin_script, parse_users, parse_view
 from provision.shell import quote
 from tests.e2e.helpers import provision
 from tests.e2e.office_cache_support import add_group
@@ -65,11 +65,11 @@ class Office:
         _, output = self.gateway.exec(admin_script("/run/haproxy/admin.sock", "show"))
         return {server.name: server for server in parse_view(output)[0]}
 
-    def chat(self, max_tokens: int = 8, stream: bool = False) -> tuple[int, str]:
+    def chat(self, max_tokens: int = 8, stream: bool = False, key: str = API_KEY) -> tuple[int, str]:
         body = {"model": "workhorse", "max_tokens": max_tokens, "stream": stream, "ignore_eos": True,
                 "messages": [{"role": "user", "content": "hello"}]}
         request = urllib.request.Request(f"{self.url}/chat/completions", data=json.dumps(body).encode(),
-                                         headers={"Authorization": f"Bearer {API_KEY}",
+                                         headers={"Authorization": f"Bearer {key}",
                                                   "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=120) as response:
@@ -179,3 +179,45 @@ def test_a_killed_backend_is_out_within_a_second_and_requests_keep_succeeding(co
     # refused connection) is measured in tests/unit/test_office_gateway_haproxy.py: 0.01 s.
     assert status == "DOWN" and out_after < 1.5 and answers == [200] * len(answers), answers
     assert [office.chat()[0] for _ in range(10)] == [200] * 10
+
+
+ALICE_KEY = "alice-office-key-0123456789"
+
+
+def users_inventory(office: Office, users: list[dict[str, str]]) -> Path:
+    """The office's inventory with one fleet-wide vllm_api_key (the stand-ins' own) and these users on
+    the gateway, alice's key `!env OFFICE_ALICE_KEY`."""
+    document = yaml.safe_load(office.inventory.read_text())
+    document["all"].setdefault("vars", {})["vllm_api_key"] = API_KEY  # secret by its name
+    document["all"]["hosts"][office.gateway.name]["office_users"] = users
+    path = office.tmp / "users.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False).replace("key: ALICE", "key: !env OFFICE_ALICE_KEY"))
+    return path
+
+
+def test_office_users_a_wrong_key_is_refused_a_users_key_streams_and_a_revoked_one_is_refused(converged,
+                                                                                               office) -> None:
+    """Last in this module: it leaves the gateway with a user (bob) configured."""
+    # the generated keys' file in the test's folder; the controller cache too (its key is in the config folder)
+    env = {"OFFICE_ALICE_KEY": ALICE_KEY, "XDG_CONFIG_HOME": str(office.tmp / "config"),
+           "PROVISION_CACHE_DIR": str(office.tmp / "cache")}
+    up = provision("up", str(users_inventory(office, [{"name": "alice", "key": "ALICE"}, {"name": "bob"}])),
+                   "--limit", office.gateway.name, "--tags", "office_gateway", env=env)
+    assert up.returncode == 0, up.output
+    bob = json.loads((office.tmp / "config/provision/office-users" / f"{office.gateway.name}.json").read_text())["bob"]
+    assert "office user bob: a new key, kept in" in up.output and bob not in up.output and ALICE_KEY not in up.output
+    _, modes = office.gateway.exec("stat -c '%a %U' /etc/haproxy/office-users.map /etc/haproxy/office-backend-key.map;"
+                                   f" grep -c -e {ALICE_KEY} -e {API_KEY} /etc/haproxy/haproxy.cfg")
+    assert modes.split() == ["600", "root", "600", "root", "0"], modes  # the keys only in root's maps
+    status, body = office.chat(key=API_KEY)  # the backends' key is no user's
+    assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key", body
+    status, body = office.chat(max_tokens=20, stream=True, key=ALICE_KEY)
+    assert status == 200 and body.rstrip().endswith("data: [DONE]"), body
+    assert office.chat(key=bob)[0] == 200
+    revoke = provision("up", str(users_inventory(office, [{"name": "bob"}])), "--limit", office.gateway.name,
+                       "--tags", "office_gateway", env=env)
+    assert revoke.returncode == 0 and "reload haproxy" in revoke.output, revoke.output
+    assert office.chat(key=ALICE_KEY)[0] == 401
+    assert office.chat(key=bob)[0] == 200
+    # counted per user since the reload (alice's refused request is not: the 401 comes before the count)
+    assert parse_users(office.gateway.exec(admin_script("/run/haproxy/admin.sock", "show"))[1]) == {"bob": 1}

@@ -312,3 +312,31 @@ def test_curl_on_the_host_keeps_the_token_off_a_redirect_to_another_origin(tmp_p
     assert done.returncode == 0, done.stderr
     assert Redirector.seen == [f"Bearer {HF_TOKEN}"]
     assert [r["authorization"] for r in hub.state.requests] == ["none"]
+
+
+def test_office_users_keys_leave_no_trace_in_the_gateways_plans(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The users' keys and the backends' key (roles/office_gateway, docs/office-users.md) are only in the
+    root-only maps: their diffs say "content changed (secret)", the scripts (what -v and a process list
+    show) hold none, the bytes go on stdin; haproxy.cfg (0644, its diff shown) holds none either."""
+    from provision.office_gateway.users import User, generate
+    from tests.unit.ops_support import plan, script_of
+    from tests.unit.serving_support import API_KEY as FLEET_KEY
+    from tests.unit.test_office_gateway_users import ALICE, users_tasks
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("PROVISION_CACHE_DIR", str(tmp_path / "cache"))  # its key is in the config folder
+    bob = generate("gw", [User("bob", None)])["bob"]
+    keys = (ALICE, bob, FLEET_KEY)
+    tasks = users_tasks(tmp_path)
+    for name in ("the office users' keys are the gateway's", "the gateway holds the backends' key"):
+        args = tasks[name].args
+        planned = plan("file", "type=file\nmode=600\nuid=0\ngid=0\nowner=root\ngroup=root\nsize=3\n"
+                       "sha256=0000000000000000000000000000000000000000000000000000000000000000\n",
+                       dest=args.dest, content=args.content, mode=args.mode, owner="root", group="root",
+                       secret=args.secret)
+        assert planned.diff == f"{args.dest}: content changed (secret)\n"
+        assert not any(key in script_of(planned) + planned.summary for key in keys), script_of(planned)
+        assert any(key.encode() in (planned.commands[0].data or b"") for key in keys)  # on stdin (fd 3) only
+    config = tasks["haproxy routes the office endpoint to the fleet"].args.content
+    assert not any(key in config for key in keys)

@@ -223,6 +223,8 @@ def test_every_template_is_covered_here() -> None:
         "apt-proxy-detect.sh",
         # office_gateway: addresses of `format: host`, ints; haproxy -c reads it (test_roles_office_gateway.py)
         "haproxy.cfg.j2",
+        # office users' keys and names: checked by provision/office_gateway/users.py (test_office_gateway_users.py)
+        "office-users.map.j2",
         # office_metrics: paths, ints and a choice; the scrape config is YAML dumped by
         # provision/office_metrics/targets.py, which checks every address (test_roles_office_metrics.py)
         "gpu-metrics.sh", "prometheus.default.j2", "prometheus.yml.j2", "provision-gpu-metrics.service.j2",
