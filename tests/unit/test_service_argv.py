@@ -13,10 +13,12 @@ from tests.standins.vllm.server import parse_command_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE = REPO_ROOT / "playbooks" / "site.yaml"
+# the seed's command, plus the graceful stop (roles/vllm/defaults.yaml vllm_shutdown_timeout)
 SEED = ["vllm", "serve", "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "--served-model-name", "workhorse",
         "--revision", "main", "--tokenizer-revision", "main", "--max-model-len", "131072",
         "--gpu-memory-utilization", "0.92", "--max-num-seqs", "4",
-        "--max-num-batched-tokens", "8192", "--attention-backend", "TRITON_ATTN", "--kv-cache-dtype", "fp8",
+        "--max-num-batched-tokens", "8192", "--shutdown-timeout", "120",
+        "--attention-backend", "TRITON_ATTN", "--kv-cache-dtype", "fp8",
         "--enable-prefix-caching", "--limit-mm-per-prompt", '{"image":1,"video":0}', "--host", "0.0.0.0",
         "--port", "8000"]
 
