@@ -26,6 +26,7 @@ from provision.inventory.model import Host
 from provision.office_gateway.admin import ServerView, admin_script, parse_view
 from provision.office_gateway.backends import BackendError, backends
 from provision.office_gateway.rotation import RotationSettings, drain_script, guard, marked_script, undrain_script
+from provision.shell import quote
 
 T = TypeVar("T")
 DEFAULT_GROUP = "office_gateway"
@@ -37,7 +38,7 @@ BACK_UP_WAIT_S = 60  # after the undrain: how long the gateway's checks may take
 class GatewayAdmin(Protocol):
     """One gateway's runtime API, as the rotation uses it (over SSH in a run; in memory in the tests)."""
 
-    def show(self) -> list[ServerView]: ...
+    def show(self) -> list[ServerView] | None: ...   # None: the gateway serves nothing yet (no HAProxy)
     def drain(self, server: str, wait_s: int) -> int: ...   # requests still in flight after the wait
     def undrain(self, server: str) -> None: ...
     def marked(self, server: str) -> bool: ...
@@ -55,14 +56,21 @@ class ScriptAdmin:
 
     def _script(self, script: str, what: str) -> str:
         with self._lock:
-            rc, stdout, stderr = self._run(script)
+            try:
+                rc, stdout, stderr = self._run(script)
+            except HostUnreachable as error:  # the gateway's, not the backend's: the swap waits for it
+                raise TaskFailed(f"office gateway {self.name} unreachable, so its backend is not swapped (a "
+                                 f"swap in service would cut its requests): {error}") from error
         if rc != 0:
             raise TaskFailed(f"office gateway {self.name}: {what} failed (exit {rc}): "
                              f"{(stderr.strip() or stdout.strip())[-500:]}")
         return stdout
 
-    def show(self) -> list[ServerView]:
-        return parse_view(self._script(admin_script(self.socket, "show"), "show stat"))[0]
+    def show(self) -> list[ServerView] | None:
+        # before the office_gateway play first ran there is no HAProxy: no request goes through it yet
+        stdout = self._script(f"if ! [ -S {quote(self.socket)} ]; then echo no-socket; exit 0; fi\n"
+                              + admin_script(self.socket, "show"), "show stat")
+        return None if stdout.strip() == "no-socket" else parse_view(stdout)[0]
 
     def drain(self, server: str, wait_s: int) -> int:
         return parse_view(self._script(drain_script(self.socket, server, wait_s), f"drain {server}"))[1] or 0
@@ -107,18 +115,24 @@ class Rotation:
                     self.say(host, f"waiting for the office gateway {gateway.name}: another backend is being swapped")
                     gateway.lock.acquire()
                 held.callback(gateway.lock.release)
+            drained = []
             for gateway in gateways:
-                notes.append(self._drain(gateway, host, settings))
+                note = self._drain(gateway, host, settings)
+                notes.append(note)
+                if note.startswith("drained"):
+                    drained.append(gateway)
             try:
                 result = apply()
             except ProvisionError as error:
                 if isinstance(error, HostUnreachable):
                     raise
-                names = ", ".join(g.name for g in gateways)
+                if not drained:
+                    raise
+                names = ", ".join(g.name for g in drained)
                 raise TaskFailed(f"{error}; {host} is left drained at the office gateway {names}: a rerun puts "
                                  f"it back once its release passes (or `provision undrain INVENTORY {host}`)"
                                  ) from error
-            for gateway in gateways:
+            for gateway in drained:
                 notes.append(self._undrain(gateway, host))
         return result, "; ".join(notes)
 
@@ -136,7 +150,12 @@ class Rotation:
         started = self.clock()
         waited = False
         while True:
-            verdict = guard(gateway.admin.show(), host, settings.min_available)
+            servers = gateway.admin.show()
+            if servers is None:
+                return f"not drained: the office gateway {gateway.name} serves no request yet (no HAProxy there)"
+            if host not in {server.name for server in servers}:
+                return f"not drained: {host} is not yet a backend of the office gateway {gateway.name}'s running config"
+            verdict = guard(servers, host, settings.min_available)
             if verdict.go:
                 break
             elapsed = self.clock() - started
@@ -163,7 +182,7 @@ class Rotation:
         gateway.admin.undrain(host)
         started = self.clock()
         while True:
-            status = next((s.status for s in gateway.admin.show() if s.name == host), "gone")
+            status = next((s.status for s in gateway.admin.show() or [] if s.name == host), "gone")
             if status == "UP":
                 return f"back in rotation at {gateway.name}{why} after {self.clock() - started:.1f} s"
             if self.clock() - started >= BACK_UP_WAIT_S:
