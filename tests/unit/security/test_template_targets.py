@@ -222,5 +222,7 @@ def test_every_template_is_covered_here() -> None:
         "apt-cacher-ng.conf.j2", "hf-mirror.nginx.conf.j2", "provision-seed-registry.service.j2", "seed-registry.sh",
         "apt-proxy-detect.sh",
         # office_gateway: addresses of `format: host`, ints; haproxy -c reads it (test_roles_office_gateway.py)
-        "haproxy.cfg.j2"}
+        "haproxy.cfg.j2",
+        # its reload drop-in: two paths of `format: plain_path` (letters, digits, . _ / @ + -)
+        "haproxy-keep-server-state.conf.j2"}
     assert {path.name for path in TEMPLATES} == tested | no_strings
