@@ -421,9 +421,9 @@ class PlayOnHost:
             if note:
                 self.reporter.progress(self.state.name, note, None, None)
             return None
-        applied, note = rotation.swap(self.state.name, settings, lambda: self.apply(op, plan))
-        if note:
-            applied.summary = f"{applied.summary or plan.summary}; {note}"
+        applied, before, after = rotation.swap(self.state.name, settings, lambda: self.apply(op, plan))
+        if before or after:
+            applied.summary = "; ".join(part for part in (before, applied.summary or plan.summary, after) if part)
         return applied
 
     def apply(self, op: Any, plan: Plan) -> ApplyResult:

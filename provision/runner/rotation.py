@@ -102,13 +102,14 @@ class Rotation:
     def of(self, host: str) -> list[Gateway]:
         return sorted((gateway for gateway in self.gateways if host in gateway.backends), key=lambda g: g.name)
 
-    def swap(self, host: str, settings: RotationSettings, apply: Callable[[], T]) -> tuple[T, str]:
+    def swap(self, host: str, settings: RotationSettings, apply: Callable[[], T]) -> tuple[T, str, str]:
         """`apply` (the interrupting change) with `host` drained at each of its gateways; returns its
-        result and what the gateways saw, for the task's summary."""
+        result and what the gateways saw before and after it, for the task's summary."""
         gateways = self.of(host) if settings.drain else []
         if not gateways:
-            return apply(), ""
+            return apply(), "", ""
         notes: list[str] = []
+        after: list[str] = []
         with contextlib.ExitStack() as held:
             for gateway in gateways:  # in name order: two hosts never hold each other's gateway
                 if not gateway.lock.acquire(blocking=False):
@@ -133,8 +134,8 @@ class Rotation:
                                  f"it back once its release passes (or `provision undrain INVENTORY {host}`)"
                                  ) from error
             for gateway in drained:
-                notes.append(self._undrain(gateway, host))
-        return result, "; ".join(notes)
+                after.append(self._undrain(gateway, host))
+        return result, "; ".join(notes), "; ".join(after)
 
     def settle(self, host: str) -> str:
         """`host`'s release is in place and nothing interrupts it: a backend a killed or failed run

@@ -106,9 +106,9 @@ def test_every_host_swapping_at_once_is_drained_swapped_and_undrained_one_at_a_t
             gateway.events.append(f"swap {host}")
             time.sleep(0.02)
             return f"released {host}"
-        result, note = rotation.swap(host, RotationSettings(), apply)
+        result, before, after = rotation.swap(host, RotationSettings(), apply)
         assert result == f"released {host}"
-        assert note.startswith("drained at gw, no request in flight") and "back in rotation at gw" in note
+        assert before.startswith("drained at gw, no request in flight") and after.startswith("back in rotation at gw")
         return host
 
     with ThreadPoolExecutor(3) as pool:
@@ -159,9 +159,33 @@ def test_a_drain_by_hand_is_not_undone_and_drain_off_swaps_directly() -> None:
     gateway.status["a"] = "DRAIN"  # `provision drain`: no marker
     rotation = rotation_over(gateway)
     assert rotation.settle("a") == "" and gateway.status["a"] == "DRAIN"
-    assert rotation.swap("b", RotationSettings(drain=False), lambda: "done") == ("done", "")
+    assert rotation.swap("b", RotationSettings(drain=False), lambda: "done") == ("done", "", "")
     assert gateway.events == []
-    assert rotation.swap("elsewhere", RotationSettings(), lambda: "done") == ("done", "")
+    assert rotation.swap("elsewhere", RotationSettings(), lambda: "done") == ("done", "", "")
+
+
+class NoHAProxyYet(FakeGateway):
+    def show(self) -> list[ServerView] | None:  # type: ignore[override]
+        return None
+
+
+def test_before_the_gateway_serves_or_lists_the_host_it_swaps_without_a_drain() -> None:
+    """The office's first `up`: the backends are released before the gateway play installs HAProxy;
+    a new backend is released before the gateway's config names it. Neither gets requests from it."""
+    first = NoHAProxyYet(["a"])
+    _, before, after = rotation_over(first).swap("a", RotationSettings(), lambda: "released")
+    assert before == "not drained: the office gateway gw serves no request yet (no HAProxy there)" and after == ""
+    assert first.events == []
+    newcomer = FakeGateway(["a", "b"])
+    rotation = Rotation([Gateway("gw", newcomer, frozenset({"a", "b", "new"}))], sleep=lambda _: None)
+    _, before, _ = rotation.swap("new", RotationSettings(), lambda: "released")
+    assert before == "not drained: new is not yet a backend of the office gateway gw's running config"
+
+    def fails() -> None:
+        raise TaskFailed("smoke failed")
+    with pytest.raises(TaskFailed) as error:  # nothing drained: the error is the swap's own
+        rotation.swap("new", RotationSettings(), fails)
+    assert str(error.value) == "smoke failed" and newcomer.events == []
 
 
 def test_settings_come_from_the_variables_and_bad_ones_are_named() -> None:
