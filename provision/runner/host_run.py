@@ -418,9 +418,13 @@ class PlayOnHost:
             raise TaskFailed(str(error)) from error
         if not plan.steps:
             note = rotation.settle(self.state.name)
-            if note:
-                self.reporter.progress(self.state.name, note, None, None)
-            return None
+            if not note:
+                return None
+            from provision.ops.base import ApplyResult
+
+            # the host is as the inventory says (not a change of it); the gateway's undrain is said
+            return ApplyResult(changed=False, summary=f"{plan.summary}; {note}" if plan.summary else note,
+                               result=dict(plan.result))
         applied, before, after = rotation.swap(self.state.name, settings, lambda: self.apply(op, plan))
         if before or after:
             applied.summary = "; ".join(part for part in (before, applied.summary or plan.summary, after) if part)

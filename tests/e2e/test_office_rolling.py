@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from provision.office_gateway.admin import admin_script, parse_view
+from provision.office_gateway.rotation import drain_script, marked_script
 from tests.e2e.helpers import Run, provision
 from tests.lab import Lab, LabHost
 from tests.lab.net import MACHINE_FROM_HOSTS
@@ -204,6 +205,25 @@ def test_a_rolling_upgrade_under_steady_load_fails_no_request(office: Office) ->
     assert max(len(names) for names in out) == 1, [names for names in out if len(names) > 1][:5]
     assert {names[0] for names in out if names} == set(office.names)
     assert set(office.servers().values()) == {"UP"}
+
+
+def test_a_backend_a_killed_run_left_drained_is_put_back_by_the_next_up(office: Office) -> None:
+    victim = office.names[1]
+    # what a run killed between its drain and its undrain leaves on the gateway: the marker, the drain
+    rc, output = office.gateway.exec(drain_script("/run/haproxy/admin.sock", victim, 5))
+    assert rc == 0 and office.servers()[victim] == "DRAIN", output
+    rerun = office.up("rerun", "--limit", "desks", "--tags", "vllm")
+    assert rerun.returncode == 0 and all(rerun.changed_tasks(name) == [] for name in office.names), rerun.output
+    summary = released(rerun, victim)
+    assert "back in rotation at" in summary and "left drained by an earlier run" in summary, summary
+    assert office.servers()[victim] == "UP"
+    assert office.gateway.exec(marked_script(victim))[1].strip() == "clear"
+    # a drain by hand (no marker) is the user's: up leaves it
+    rc, output = office.gateway.exec(admin_script("/run/haproxy/admin.sock", "drain", victim, 5))
+    assert rc == 0, output
+    assert office.up("by-hand", "--limit", "desks", "--tags", "vllm").returncode == 0
+    assert office.servers()[victim] == "DRAIN"
+    assert office.gateway.exec(admin_script("/run/haproxy/admin.sock", "ready", victim))[0] == 0
 
 
 @pytest.mark.skipif(os.environ.get("PROVISION_ROLLING_COMPARE") != "1",
