@@ -105,3 +105,8 @@ def undrain_script(socket: str, server: str) -> str:
 def marked_script(server: str) -> str:
     """Prints `marked` when a run drained `server` and was never seen to undrain it."""
     return f"if [ -e {quote(_marker(server))} ]; then echo marked; else echo clear; fi"
+
+
+def markers_script() -> str:
+    """Every server a run drained and was never seen to undrain, one a line."""
+    return f"ls -1 {quote(MARKER_DIR)} 2>/dev/null || true"

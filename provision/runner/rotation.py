@@ -25,7 +25,7 @@ from provision.errors import HostUnreachable, InputError, ProvisionError, TaskFa
 from provision.inventory.model import Host
 from provision.office_gateway.admin import ServerView, admin_script, parse_view
 from provision.office_gateway.backends import BackendError, backends
-from provision.office_gateway.rotation import RotationSettings, drain_script, guard, marked_script, undrain_script
+from provision.office_gateway.rotation import RotationSettings, drain_script, guard, markers_script, undrain_script
 from provision.shell import quote
 
 T = TypeVar("T")
@@ -53,6 +53,7 @@ class ScriptAdmin:
     def __init__(self, name: str, socket: str, run: Run) -> None:
         self.name, self.socket, self._run = name, socket, run
         self._lock = threading.Lock()
+        self._markers: set[str] | None = None  # read once a run: those a killed or failed run left
 
     def _script(self, script: str, what: str) -> str:
         with self._lock:
@@ -77,9 +78,15 @@ class ScriptAdmin:
 
     def undrain(self, server: str) -> None:
         self._script(undrain_script(self.socket, server), f"undrain {server}")
+        if self._markers is not None:
+            self._markers.discard(server)
 
     def marked(self, server: str) -> bool:
-        return self._script(marked_script(server), f"read the marker of {server}").strip() == "marked"
+        """Left drained by an earlier run (read at the first question of this run: its own drains are
+        undone by its own swaps, so one round trip serves every backend's question)."""
+        if self._markers is None:
+            self._markers = set(self._script(markers_script(), "read the drain markers").split())
+        return server in self._markers
 
 
 @dataclass
