@@ -123,18 +123,21 @@ class Rotation:
                     self.say(host, f"waiting for the office gateway {gateway.name}: another backend is being swapped")
                     gateway.lock.acquire()
                 held.callback(gateway.lock.release)
-            drained = []
-            for gateway in gateways:
-                note = self._drain(gateway, host, settings)
-                notes.append(note)
-                if note.startswith("drained"):
-                    drained.append(gateway)
+            drained: list[Gateway] = []
+            try:
+                for gateway in gateways:
+                    note = self._drain(gateway, host, settings)
+                    notes.append(note)
+                    if note.startswith("drained"):
+                        drained.append(gateway)
+            except TaskFailed:  # refused at a later gateway: nothing is swapped, the earlier ones get it back
+                for gateway in drained:
+                    self._undrain(gateway, host)
+                raise
             try:
                 result = apply()
             except ProvisionError as error:
-                if isinstance(error, HostUnreachable):
-                    raise
-                if not drained:
+                if isinstance(error, HostUnreachable) or not drained:
                     raise
                 names = ", ".join(g.name for g in drained)
                 raise TaskFailed(f"{error}; {host} is left drained at the office gateway {names}: a rerun puts "
@@ -161,8 +164,12 @@ class Rotation:
             servers = gateway.admin.show()
             if servers is None:
                 return f"not drained: the office gateway {gateway.name} serves no request yet (no HAProxy there)"
-            if host not in {server.name for server in servers}:
+            own = next((server.status for server in servers if server.name == host), None)
+            if own is None:
                 return f"not drained: {host} is not yet a backend of the office gateway {gateway.name}'s running config"
+            if own.startswith(("DRAIN", "MAINT")) and not gateway.admin.marked(host):
+                return (f"not drained: {host} was out of rotation at the office gateway {gateway.name} already "
+                        f"({own}, by hand): it stays so after the swap (`provision undrain` puts it back)")
             verdict = guard(servers, host, settings.min_available)
             if verdict.go:
                 break

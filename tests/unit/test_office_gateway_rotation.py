@@ -159,6 +159,9 @@ def test_a_drain_by_hand_is_not_undone_and_drain_off_swaps_directly() -> None:
     gateway.status["a"] = "DRAIN"  # `provision drain`: no marker
     rotation = rotation_over(gateway)
     assert rotation.settle("a") == "" and gateway.status["a"] == "DRAIN"
+    _, before, after = rotation.swap("a", RotationSettings(), lambda: "done")
+    assert "was out of rotation at the office gateway gw already (DRAIN, by hand): it stays so" in before
+    assert after == "" and gateway.status["a"] == "DRAIN" and gateway.events == []
     assert rotation.swap("b", RotationSettings(drain=False), lambda: "done") == ("done", "", "")
     assert gateway.events == []
     assert rotation.swap("elsewhere", RotationSettings(), lambda: "done") == ("done", "", "")
