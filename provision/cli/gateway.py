@@ -3,8 +3,8 @@ gateway's (roles/office_gateway) runtime API, reached over SSH on the gateway ho
 
 A host is an office gateway when it is in the group its `office_gateway_group` names (`office_gateway`
 by default). Drain: no new request goes to HOST, those in flight finish (waited for, up to --wait);
-undrain: HOST is back in rotation once it passes its health checks. A state set here lasts until the
-next undrain/drain or until haproxy restarts (a reload by `up` does not keep it: run drain again).
+undrain: HOST is back in rotation once it passes its health checks. A state set here lasts across the
+reloads of `up` (roles/office_gateway saves the servers' states before each reload).
 """
 
 from __future__ import annotations

@@ -138,6 +138,9 @@ class Operation:
     #: the HostFacts fields `plan`/`apply` read in Python (templates' reads are found by the runner);
     #: only these and the templates' are gathered, and reading another one raises FactNotGathered
     reads_facts: ClassVar[frozenset[str]] = frozenset()
+    #: True when applying stops the host's service for a while (the vLLM release swap): on a backend of
+    #: an office gateway, the runner drains it there first and puts it back after (runner/rotation.py)
+    interrupts_service: ClassVar[bool] = False
 
     def template_files(self, args: dict[str, Any]) -> list[Any]:
         """The role templates a task's (not yet rendered) arguments name; the facts they read are

@@ -68,6 +68,8 @@ class HostState:
     # trip on, through one cache (a snippet's output is the host's state, whichever play reads it)
     recalled: dict[str, list[str]] = field(default_factory=dict)
     cache: ProbeCache = field(default_factory=ProbeCache)
+    # the run's office gateways (runner/rotation.py `Rotation`): None in check mode or without one
+    rotation: Any = None
 
     def open_early(self, pool: Executor) -> None:
         """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
@@ -347,7 +349,7 @@ class PlayOnHost:
         plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
         if plan.changed and not self.options.check:
             self.persist_notified(task)
-        applied = self.apply(op, plan) if not self.options.check and plan.steps else None
+        applied = self.apply_in_rotation(op, plan) if not self.options.check else None
         changed = applied.changed if applied else plan.changed
         if task.changed_when is not None:
             changed = renderer.condition(task.changed_when) if isinstance(task.changed_when, str) else task.changed_when
@@ -397,6 +399,36 @@ class PlayOnHost:
             if probe is not None:
                 snippets.append(probe.snippet)
         return snippets
+
+    def apply_in_rotation(self, op: Any, plan: Plan) -> ApplyResult | None:
+        """Apply the plan (when it has steps); a change that interrupts the service of a backend of an
+        office gateway runs while the gateway has it drained, and a converged one puts back a backend
+        an earlier run left drained (runner/rotation.py)."""
+        rotation = self.state.rotation if op.interrupts_service else None
+        if rotation is None or not rotation.of(self.state.name):
+            return self.apply(op, plan) if plan.steps else None
+        from provision.office_gateway.rotation import RotationSettings
+
+        renderer = self.renderer()
+        try:
+            settings = RotationSettings.from_vars({key: renderer.render(self.host_vars[key]) for key in (
+                "office_rolling_drain", "office_drain_timeout_s", "office_min_available",
+                "office_min_available_wait_s") if key in self.host_vars})
+        except ValueError as error:
+            raise TaskFailed(str(error)) from error
+        if not plan.steps:
+            note = rotation.settle(self.state.name)
+            if not note:
+                return None
+            from provision.ops.base import ApplyResult
+
+            # the host is as the inventory says (not a change of it); the gateway's undrain is said
+            return ApplyResult(changed=False, summary=f"{plan.summary}; {note}" if plan.summary else note,
+                               result=dict(plan.result))
+        applied, before, after = rotation.swap(self.state.name, settings, lambda: self.apply(op, plan))
+        if before or after:
+            applied.summary = "; ".join(part for part in (before, applied.summary or plan.summary, after) if part)
+        return applied
 
     def apply(self, op: Any, plan: Plan) -> ApplyResult:
         from provision.ops.base import ApplyContext  # here: `up` connects before any operation is imported

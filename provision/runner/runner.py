@@ -97,6 +97,7 @@ class Runner:
             if config.probe_memory is not None:
                 state.memory = ProbeMemory(config.probe_memory, memory_key(host))
             self.states[host.name] = state
+        connections = [] if config.options.check else self.office_rotation()
         if config.probe_memory is not None:
             self.recall_probes(plays, selected)
         aborted = None
@@ -108,7 +109,24 @@ class Runner:
         finally:
             for state in self.states.values():
                 state.release()
+            for connection in connections:
+                connection.close()
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
+
+    def office_rotation(self) -> list[Any]:
+        """The inventory's office gateways, for the hosts' interrupting changes (runner/rotation.py);
+        returns their connections, opened only when used, to close at the end."""
+        from provision.runner.rotation import Rotation, office_gateways  # only an office's run needs it
+
+        config = self.config
+        gateways, connections = office_gateways(
+            self.inventory.hosts, inventory_variables(self.inventory),
+            lambda host: connect(host, config.trust_new_host_keys, config.trace, config.timeouts))
+        if gateways:
+            rotation = Rotation(gateways, say=lambda name, text: self.reporter.progress(name, text, None, None))
+            for state in self.states.values():
+                state.rotation = rotation
+        return connections
 
     def connector(self, host: Host) -> Callable[[], Connection]:
         """How `host` is opened: the first time by the connection started early for it, if any."""

@@ -149,6 +149,16 @@ def test_drain_lets_the_stream_in_flight_finish_and_undrain_brings_the_host_back
     for _ in range(4):
         assert office.chat()[0] == 200
     assert office.servers()[busy].served == served and office.servers()[busy].status == "DRAIN"
+    # an `up` that changes the config reloads haproxy: the drained host stays drained
+    changed = provision("up", str(office.inventory), "--limit", office.gateway.name, "--tags", "office_gateway",
+                        "-e", "office_gateway_retry_after_s=7", json_path=office.tmp / "changed.json")
+    assert changed.returncode == 0, changed.output
+    assert "reload haproxy" in changed.changed_tasks(office.gateway.name), changed.output
+    assert "hdr Retry-After 7" in office.gateway.exec("cat /etc/haproxy/haproxy.cfg")[1]
+    assert office.servers()[busy].status == "DRAIN"
+    back = provision("up", str(office.inventory), "--limit", office.gateway.name, "--tags", "office_gateway",
+                     json_path=office.tmp / "back.json")
+    assert back.returncode == 0 and office.servers()[busy].status == "DRAIN", back.output
     undrain = provision("undrain", str(office.inventory), busy)
     assert undrain.returncode == 0 and "back in rotation" in undrain.output, undrain.output
     assert office.servers()[busy].status == "UP"

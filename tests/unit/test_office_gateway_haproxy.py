@@ -77,7 +77,9 @@ def office(tmp_path: Path) -> Iterator[tuple[Gateway, dict[str, StandinProcess]]
         gw: {{ansible_host: 127.0.0.1}}
 """
     config = haproxy_config(tmp_path, inventory, office_gateway_port=port, office_gateway_bind_address="127.0.0.1",
-                            office_gateway_admin_socket=str(tmp_path / "admin.sock"))
+                            office_gateway_admin_socket=str(tmp_path / "admin.sock"),
+                            office_gateway_server_state_file=str(tmp_path / "server-state"))
+    (tmp_path / "server-state").write_text("1\n")
     (tmp_path / "haproxy.cfg").write_text(config.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
                                           .replace("    log /dev/log local0\n", "").replace("    daemon\n", ""))
     haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(tmp_path / "haproxy.cfg")], stdout=subprocess.DEVNULL,

@@ -195,9 +195,12 @@ def gateway(tmp_path: Path) -> Iterator[dict[str, Any]]:
                           office_gateway_users_map=str(tmp_path / "users.map"),
                           office_gateway_backend_key_map=str(tmp_path / "backend.map"),
                           office_gateway_tls_certificate=str(certificate), office_gateway_tls_key=str(key),
-                          office_gateway_tls_file=str(tmp_path / "tls.pem"), office_session_header="X-Session-Id")
-    for task in tasks.values():
-        if task.active and getattr(task.args, "dest", None) and task.args.content is not None:
+                          office_gateway_tls_file=str(tmp_path / "tls.pem"), office_session_header="X-Session-Id",
+                          office_gateway_server_state_file=str(tmp_path / "server-state"))
+    (tmp_path / "server-state").write_text("1\n")
+    for task in tasks.values():  # the files HAProxy reads (the systemd drop-in is not for this process)
+        dest = getattr(task.args, "dest", None)
+        if task.active and dest and str(dest).startswith(str(tmp_path)) and task.args.content is not None:
             content = task.args.content
             Path(task.args.dest).write_text(content.reveal() if isinstance(content, Secret) else content)
     config = tasks[CONFIG_TASK].args.content.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")

@@ -45,7 +45,8 @@ def gateway_tasks(tmp_path: Path, text: str = OFFICE, **overrides: object) -> di
     path.write_text(text)
     play = gateway_play()
     variables = {**play.defaults, **inventory_variables(load_inventory(path)), "facts": facts(FRESH_DEBIAN).as_vars(),
-                 "inventory_hostname": "gw", "notified_handlers": [], **overrides}
+                 "inventory_hostname": "gw", "notified_handlers": [], "office_gateway_reload_unit": {"changed": False},
+                 **overrides}
     render_with = Renderer(make_environment(play.template_dirs), variables)
     return {task.name: render(task, render_with) for task in play.tasks}
 
@@ -101,7 +102,9 @@ def test_haproxy_itself_accepts_the_rendered_config(tmp_path: Path) -> None:
     config = tmp_path / "haproxy.cfg"
     # the chroot and the socket's folder exist on the gateway (the haproxy package makes them)
     text = haproxy_config(tmp_path).replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
-    config.write_text(text.replace("/run/haproxy/admin.sock", str(tmp_path / "admin.sock")))
+    (tmp_path / "server-state").write_text("1\n")  # what the role's task writes until a reload saves one
+    config.write_text(text.replace("/run/haproxy/admin.sock", str(tmp_path / "admin.sock"))
+                      .replace("/var/lib/haproxy/server-state", str(tmp_path / "server-state")))
     done = subprocess.run(["haproxy", "-c", "-f", str(config)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ALERT" not in done.stdout + done.stderr and "WARNING" not in done.stdout + done.stderr, done.stderr

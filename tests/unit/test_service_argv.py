@@ -6,17 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from provision.cli.serving import rendered_arguments
+from provision.cli.endpoints import serving_play
+from provision.cli.serving import RELEASE_OP, rendered_arguments
 from provision.errors import InputError
+from provision.inventory.loader import load_inventory
+from provision.playbook.loader import load_playbook
+from provision.playbook.templating import Renderer, make_environment
+from provision.runner.runner import host_variables
 from provision.vllm.argv import FlagError, fingerprint, flags_to_argv, serve_arguments
 from tests.standins.vllm.server import parse_command_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SITE = REPO_ROOT / "playbooks" / "site.yaml"
+# the seed's command, plus the graceful stop (roles/vllm/defaults.yaml vllm_shutdown_timeout)
 SEED = ["vllm", "serve", "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "--served-model-name", "workhorse",
         "--revision", "main", "--tokenizer-revision", "main", "--max-model-len", "131072",
         "--gpu-memory-utilization", "0.92", "--max-num-seqs", "4",
-        "--max-num-batched-tokens", "8192", "--attention-backend", "TRITON_ATTN", "--kv-cache-dtype", "fp8",
+        "--max-num-batched-tokens", "8192", "--shutdown-timeout", "120",
+        "--attention-backend", "TRITON_ATTN", "--kv-cache-dtype", "fp8",
         "--enable-prefix-caching", "--limit-mm-per-prompt", '{"image":1,"video":0}', "--host", "0.0.0.0",
         "--port", "8000"]
 
@@ -86,3 +93,13 @@ def test_a_refused_flag_in_the_inventory_is_an_input_error() -> None:
     with pytest.raises(InputError, match="api-key"):
         rendered_arguments(REPO_ROOT / "inventory" / "host.yaml", None,
                            ['{"vllm_extra_flags": {"api-key": "x"}}'], SITE)
+
+
+def test_a_stop_lets_vllm_drain_its_requests_before_docker_kills_it() -> None:
+    """The release task's stop_timeout (docker stop -t) follows vllm_shutdown_timeout, 15 s longer."""
+    play = serving_play(load_playbook(SITE, REPO_ROOT / "roles"), SITE)
+    task = next(t for t in play.tasks if t.op == RELEASE_OP)
+    host = load_inventory(REPO_ROOT / "inventory" / "host.yaml").hosts[0]
+    for extra, expected in (({}, 135), ({"vllm_shutdown_timeout": 300}, 315)):
+        renderer = Renderer(make_environment(play.template_dirs), {**host_variables(play, host, extra), "facts": {}})
+        assert renderer.render(task.args["stop_timeout"]) == expected

@@ -133,6 +133,7 @@ class ReleasePlan(Plan):
 class VllmReleaseOperation(Operation):
     name = "vllm_release"
     Args = VllmReleaseArgs
+    interrupts_service = True
 
     def probe(self, args: VllmReleaseArgs) -> Probe[LiveState]:
         return Probe(probe_block(state_probe(args.layout())), parse_live_state)

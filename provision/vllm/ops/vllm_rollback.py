@@ -31,6 +31,7 @@ class RollbackPlan(Plan):
 class VllmRollbackOperation(Operation):
     name = "vllm_rollback"
     Args = VllmServiceArgs
+    interrupts_service = True
 
     def probe(self, args: VllmServiceArgs) -> Probe[LiveState]:
         return Probe(probe_block(state_probe(args.layout())), parse_live_state)
