@@ -72,6 +72,7 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
     hub = start_hub(tmp / "hub", repo_id=REPO, options=HubOptions(token=HF_TOKEN))
     images = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
                           behaviours=("ok",), env={"STANDIN_READY_DELAY": "1"}, log=lambda _: None)
+    images_built = time.monotonic() - started
     try:
         host = ubuntu_laptop(lab, tmp / "traits", HostTraits(secure_boot=True), port, archive.keyring)
         inventory = gpu_inventory(
@@ -81,10 +82,19 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
             preflight_min_free_gib=5)
         seen: dict[str, Any] = {"host": host}
 
+        timings = [f"images {images_built:.0f} s"]
+
         def up(name: str) -> Run:
             run = provision("up", str(inventory), json_path=tmp / f"{name}.json")
             (tmp / f"{name}.out").write_text(run.output)
+            print(f"\n--- {name}: exit {run.returncode}\n{run.output[-2500:]}")
+            mark(name)
             return run
+
+        def mark(step: str) -> None:
+            timings.append(f"{step} {time.monotonic() - started:.0f} s")
+
+        mark("laptop ready")
 
         # day one
         seen["day_one"] = day_one = up("day-one")
@@ -94,7 +104,12 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
         archive.publish("two")
         seen["upgrade_two"] = sh(host, UNATTENDED_UPGRADES)
         seen["before_reboot"] = sh(host, DRIVER)
+        mark("unattended-upgrades")
+        # the new userspace beside the old module: nvidia-smi exits 18 until the reboot; what would a run do?
+        seen["smi_before_reboot"] = host.exec(SMI)
+        seen["check_before_reboot"] = provision("up", str(inventory), "--check", json_path=tmp / "check.json")
         reboot(host)
+        mark("reboot")
         seen["booted"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
         seen["after_reboot_smi"] = host.exec(SMI)
         seen["model_after_reboot"] = host.exec("systemctl is-active vllm.service")[1].strip()
@@ -109,7 +124,7 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
         seen["month_three"] = up("month-three")
         seen["boot_id_after_three"] = sh(host, "cat /proc/sys/kernel/random/boot_id")
         seen["booted_after_three"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
-        print(f"\nmonth two walk: {time.monotonic() - started:.0f} s")
+        print(f"\nmonth two walk: {', '.join(timings)}")
         yield seen
     finally:
         hub.stop()
@@ -130,6 +145,16 @@ def test_after_the_months_kernel_update_and_reboot_the_gpu_serves_without_a_run_
     assert months["booted"] == two.newest.release
     assert months["after_reboot_smi"] == (0, f"{two.driver}\n"), months["upgrade_two"]
     assert months["model_after_reboot"] == "active"
+
+
+def test_before_the_reboot_the_upgraded_driver_is_adopted_not_replaced(months):
+    # nvidia-smi's rc 18 ("Driver/library version mismatch") is a working driver whose packages moved
+    assert months["smi_before_reboot"][0] == 18, months["smi_before_reboot"]
+    check, name = months["check_before_reboot"], months["host"].name
+    assert check.returncode == 0, check.output[-4000:]
+    planned = check.changed_tasks(name)
+    assert "reboot for the NVIDIA driver" in planned
+    assert "NVIDIA open driver installed and held" not in planned, planned
 
 
 def test_the_next_up_downgrades_nothing_and_does_not_restart_the_model(months):
