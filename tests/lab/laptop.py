@@ -193,7 +193,8 @@ def ubuntu_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int
     script += ["chmod 755 /usr/lib/ubuntu-standin/boot",
                "systemctl daemon-reload && systemctl enable -q --now ubuntu-standin-boot.service",
                "apt-get update -qq",
-               "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq unattended-upgrades linux-generic-hwe-24.04",
+               # kmod (modprobe) is of priority important on Ubuntu, always there; the lab's Debian image lacks it
+               "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kmod unattended-upgrades linux-generic-hwe-24.04",
                "systemctl restart ubuntu-standin-boot.service"]  # the laptop has booted its kernel
     rc, out = host.exec(" && ".join(script))
     if rc != 0:
