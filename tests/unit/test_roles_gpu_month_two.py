@@ -88,3 +88,17 @@ def test_every_kernel_with_its_module_or_a_dkms_driver_plans_nothing() -> None:
     dkms = packages("nvidia-driver-580-open", "nvidia-dkms-580-open", "nvidia-utils-580", version="580.95.05-1")
     host = facts(WORKING_UBUNTU, nvidia_packages=dkms, kernel_modules=(KernelModules("6.17.0-42-generic", False),))
     assert render_tasks(host)[EVERY_KERNEL].skipped
+
+
+def test_a_module_published_since_the_last_package_list_is_found_after_reading_the_lists_again(tmp_path) -> None:
+    host = signed_host(("6.17.0-41-generic", True), ("6.17.0-42-generic", False))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # apt-get knows the package only after `apt-get update`
+    marker = tmp_path / "updated"
+    (bin_dir / "apt-get").write_text(f"#!/bin/bash\nif [ \"$1\" = update ]; then touch {marker}; exit 0; fi\n"
+                                     f"[ -e {marker} ] || {{ echo 'E: Unable to locate package' >&2; exit 100; }}\n")
+    (bin_dir / "apt-get").chmod(0o755)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", render_tasks(host)[EVERY_KERNEL].args.cmd],
+                          capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, check=False)
+    assert done.returncode == 0, done.stderr
