@@ -105,3 +105,98 @@ def up_laptop(lab: Lab) -> None:
     finally:
         hub.stop()
         repo_server.stop()
+
+
+# Ubuntu 24.04.3's /etc/os-release, as recorded on a laptop (tests/unit/fixtures/facts/rtx5090-laptop-ubuntu2404.txt)
+UBUNTU_OS_RELEASE = """PRETTY_NAME="Ubuntu 24.04.3 LTS"
+NAME="Ubuntu"
+VERSION_ID="24.04"
+VERSION="24.04.3 LTS (Noble Numbat)"
+VERSION_CODENAME=noble
+ID=ubuntu
+ID_LIKE=debian
+HOME_URL="https://www.ubuntu.com/"
+SUPPORT_URL="https://help.ubuntu.com/"
+BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"
+PRIVACY_POLICY_URL="https://www.ubuntu.com/legal/terms-and-policies/privacy-policy"
+UBUNTU_CODENAME=noble
+LOGO=ubuntu-logo
+"""
+# /etc/apt/sources.list.d/ubuntu.sources as 24.04's installer writes it (URIs and Signed-By as recorded on
+# the H200 host, tests/unit/fixtures/facts/h200-driver580-nopackages.txt), the archive's port added; the
+# stand-in has no universe/multiverse (apt skips a component a Release lacks) and no -backports
+UBUNTU_SOURCES = """Types: deb
+URIs: http://archive.ubuntu.com:{port}/ubuntu/
+Suites: noble noble-updates
+Components: main restricted universe multiverse
+Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+
+Types: deb
+URIs: http://security.ubuntu.com:{port}/ubuntu/
+Suites: noble-security
+Components: main restricted universe multiverse
+Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+"""
+# Ubuntu's stock unattended-upgrades origins (its 50unattended-upgrades: the release and -security;
+# -updates commented out), spelled out: the lab's Debian lsb_release may not answer ${distro_id} as Ubuntu
+UBUNTU_UNATTENDED = """Unattended-Upgrade::Allowed-Origins {
+        "Ubuntu:noble";
+        "Ubuntu:noble-security";
+};
+"""
+# The lab's stand-in boot loader: GRUB boots the newest installed kernel (GRUB_DEFAULT=0 and
+# /etc/grub.d/10_linux's version sort); the lab shares this machine's kernel, so "booting" one is
+# recording its release where the stand-in module loader looks (tests/standins/ubuntu/packages.py)
+STANDIN_BOOT = """#!/bin/sh
+# STAND-IN boot loader of the provision test lab: "boots" the newest installed kernel, as GRUB would.
+newest=$(ls /boot | sed -n 's/^vmlinuz-//p' | sort -V | tail -n 1)
+mkdir -p /run/ubuntu-standin
+printf '%s\\n' "$newest" > /run/ubuntu-standin/booted-kernel
+"""
+STANDIN_BOOT_UNIT = """[Unit]
+Description=Boot the newest installed kernel (stand-in boot loader of the provision test lab)
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target nvidia-standin-modload.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/lib/ubuntu-standin/boot
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+
+def ubuntu_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int, keyring: bytes,
+                  prefix: str = "noble") -> LabHost:
+    """A lab laptop that looks like Ubuntu 24.04 to the tool: Ubuntu's os-release and apt sources, fed by
+    the stand-in archive (tests/standins/ubuntu, served on `archive_port` of this machine and signed by
+    `keyring`), the generic-hwe-24.04 kernel of its current month installed and booted, and
+    unattended-upgrades (Debian's package) taking Ubuntu's origins. Underneath it is Debian bookworm: its
+    own archive stays in its sources for what Ubuntu's stand-in does not carry (docker.io, ...)."""
+    host = gpu_laptop(lab, workdir, traits, prefix)
+    files = {
+        "/usr/lib/os-release": UBUNTU_OS_RELEASE, "/etc/apt/sources.list.d/ubuntu.sources":
+        UBUNTU_SOURCES.format(port=archive_port),
+        "/etc/apt/apt.conf.d/51lab-ubuntu-origins": UBUNTU_UNATTENDED,
+        "/usr/lib/ubuntu-standin/boot": STANDIN_BOOT,
+        "/etc/systemd/system/ubuntu-standin-boot.service": STANDIN_BOOT_UNIT,
+    }
+    script = [f"printf '%s\\n' '{MACHINE_FROM_HOSTS} archive.ubuntu.com security.ubuntu.com' >> /etc/hosts",
+              "rm -f /etc/os-release && ln -s ../usr/lib/os-release /etc/os-release",
+              f"echo {base64.b64encode(keyring).decode()} | base64 -d > /usr/share/keyrings/ubuntu-archive-keyring.gpg"]
+    for path, text in files.items():
+        data = base64.b64encode(text.encode()).decode()
+        script.append(f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}")
+    script += ["chmod 755 /usr/lib/ubuntu-standin/boot",
+               "systemctl daemon-reload && systemctl enable -q --now ubuntu-standin-boot.service",
+               "apt-get update -qq",
+               # kmod (modprobe) is of priority important on Ubuntu, always there; the lab's Debian image lacks it
+               "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kmod unattended-upgrades linux-generic-hwe-24.04",
+               "systemctl restart ubuntu-standin-boot.service"]  # the laptop has booted its kernel
+    rc, out = host.exec(" && ".join(script))
+    if rc != 0:
+        raise RuntimeError(f"making {host.name} Ubuntu-shaped: {out[-3000:]}")
+    return host

@@ -1,0 +1,178 @@
+"""Month two on an Ubuntu laptop (issue 21): the GPU keeps serving through a kernel update, the 580
+SRU that comes with it, unattended-upgrades and a reboot; month three's kernel without its signed
+module stops the next run before a reboot would boot it.
+
+The laptop is Ubuntu-shaped (tests/lab/laptop.py: ubuntu_laptop) and fed by the stand-in noble archive
+(tests/standins/ubuntu), which publishes what each month brings; unattended-upgrades is the real one.
+One module fixture walks the months; each test asserts one thing of what it left.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.helpers import Run, provision
+from tests.lab import Lab, LabHost
+from tests.lab.laptop import ubuntu_laptop
+from tests.lab.net import MACHINE_FROM_HOSTS, free_port
+from tests.standins.hub.cli import start_hub
+from tests.standins.hub.server import HubOptions
+from tests.standins.nvidia import HostTraits, serve
+from tests.standins.ubuntu import MONTHS, UbuntuArchive
+from tests.standins.vllm.build import build_images
+
+pytestmark = pytest.mark.lab
+
+REPO = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
+HF_TOKEN = "hf_standin_" + secrets.token_hex(12)
+FIRST_ARCHIVE_PORT = 18990
+DRIVER = ("dpkg-query -W -f='${Package} ${Version}\\n' 'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' "
+          "'linux-image-*' 2>/dev/null | grep -v ' $' | sort")
+SMI = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
+# what apt-daily.service and apt-daily-upgrade.service run on Ubuntu (apt.systemd.daily: update, then
+# unattended-upgrade)
+UNATTENDED_UPGRADES = "apt-get update -qq && unattended-upgrade -v"
+
+
+def sh(host: LabHost, command: str) -> str:
+    rc, output = host.exec(command)
+    assert rc == 0, f"{command}: {output}"
+    return output.strip()
+
+
+def model_started(host: LabHost) -> str:
+    return sh(host, "docker inspect -f '{{.State.StartedAt}}' vllm")
+
+
+def reboot(host: LabHost) -> None:
+    """`systemctl reboot` inside; the lab's supervisor starts the host again (tests/lab/supervisor.py)."""
+    started = host.container.attrs["State"]["StartedAt"]
+    host.exec("systemctl reboot")
+    deadline = time.monotonic() + 90
+    while host.container.attrs["State"]["StartedAt"] == started:
+        assert time.monotonic() < deadline, "the host did not come back after the reboot"
+        time.sleep(0.3)
+    host.wait_for_ssh()
+    host.exec("systemctl is-system-running --wait")
+
+
+@pytest.fixture(scope="module")
+def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("month-two")
+    started = time.monotonic()
+    archive = UbuntuArchive(tmp / "archive")
+    archive.publish("one")
+    port = free_port(FIRST_ARCHIVE_PORT, set())
+    server = serve(archive.root.parent, port)
+    hub = start_hub(tmp / "hub", repo_id=REPO, options=HubOptions(token=HF_TOKEN))
+    images = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
+                          behaviours=("ok",), env={"STANDIN_READY_DELAY": "1"}, log=lambda _: None)
+    images_built = time.monotonic() - started
+    try:
+        host = ubuntu_laptop(lab, tmp / "traits", HostTraits(secure_boot=True), port, archive.keyring)
+        inventory = gpu_inventory(
+            tmp / "inventory.yaml", [host], nvidia_driver_signed_modules=True, nvidia_reboot="auto",
+            hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", hf_token=HF_TOKEN,
+            office_cache_trusted=True, vllm_image=images["ok"], vllm_ready_timeout=180, smoke_timeout=60,
+            preflight_min_free_gib=5)
+        seen: dict[str, Any] = {"host": host}
+
+        timings = [f"images {images_built:.0f} s"]
+
+        def up(name: str) -> Run:
+            run = provision("up", str(inventory), json_path=tmp / f"{name}.json")
+            (tmp / f"{name}.out").write_text(run.output)
+            changed = run.changed_tasks(host.name) if run.results else "-"
+            print(f"\n--- {name}: exit {run.returncode}, changed: {changed}")
+            if run.returncode:
+                print(run.output[-2500:])
+            mark(name)
+            return run
+
+        def mark(step: str) -> None:
+            timings.append(f"{step} {time.monotonic() - started:.0f} s")
+
+        mark("laptop ready")
+
+        # day one
+        seen["day_one"] = day_one = up("day-one")
+        assert day_one.returncode == 0, day_one.output[-6000:]
+        seen["day_one_smi"] = sh(host, SMI)
+        # a month later: -security has kernel ABI 41 and its signed modules, built against the 580 SRU
+        archive.publish("two")
+        seen["upgrade_two"] = sh(host, UNATTENDED_UPGRADES)
+        seen["before_reboot"] = sh(host, DRIVER)
+        mark("unattended-upgrades")
+        # the new userspace beside the old module: nvidia-smi exits 18 until the reboot; what would a run do?
+        seen["smi_before_reboot"] = host.exec(SMI)
+        seen["check_before_reboot"] = provision("up", str(inventory), "--check", json_path=tmp / "check.json")
+        reboot(host)
+        mark("reboot")
+        seen["booted"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
+        seen["after_reboot_smi"] = host.exec(SMI)
+        seen["model_after_reboot"] = host.exec("systemctl is-active vllm.service")[1].strip()
+        seen["started_after_reboot"] = model_started(host)
+        seen["month_two"] = up("month-two")
+        seen["after_up"] = sh(host, DRIVER)
+        seen["started_after_up"] = model_started(host)
+        # month three: ABI 42 is out, its signed module is not
+        archive.publish("three")
+        sh(host, UNATTENDED_UPGRADES)
+        seen["boot_id_three"] = sh(host, "cat /proc/sys/kernel/random/boot_id")
+        seen["month_three"] = up("month-three")
+        seen["boot_id_after_three"] = sh(host, "cat /proc/sys/kernel/random/boot_id")
+        seen["booted_after_three"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
+        print(f"\nmonth two walk: {', '.join(timings)}")
+        yield seen
+    finally:
+        hub.stop()
+        server.stop()
+        archive.close()
+
+
+def test_day_one_converges_on_canonicals_signed_modules(months):
+    assert months["day_one"].returncode == 0
+    # the running kernel's signed module loads at once (no nouveau here): no reboot on day one
+    assert "reboot for the NVIDIA driver" not in months["day_one"].changed_tasks(months["host"].name)
+    assert months["day_one_smi"] == MONTHS["one"].driver
+
+
+def test_after_the_months_kernel_update_and_reboot_the_gpu_serves_without_a_run_of_ours(months):
+    two = MONTHS["two"]
+    # unattended-upgrades moved the kernel, its signed module and the branch's SRU together
+    assert f"linux-modules-nvidia-580-open-{two.newest.release} " in months["before_reboot"]
+    assert "libnvidia-compute-580 580.173.02" in months["before_reboot"]
+    assert months["booted"] == two.newest.release
+    assert months["after_reboot_smi"] == (0, f"{two.driver}\n"), months["upgrade_two"]
+    assert months["model_after_reboot"] == "active"
+
+
+def test_before_the_reboot_the_upgraded_driver_is_adopted_not_replaced(months):
+    # nvidia-smi's rc 18 ("Driver/library version mismatch") is a working driver whose packages moved
+    assert months["smi_before_reboot"][0] == 18, months["smi_before_reboot"]
+    check, name = months["check_before_reboot"], months["host"].name
+    assert check.returncode == 0, check.output[-4000:]
+    planned = check.changed_tasks(name)
+    assert "reboot for the NVIDIA driver" in planned
+    assert "NVIDIA open driver installed and held" not in planned, planned
+
+
+def test_the_next_up_downgrades_nothing_and_does_not_restart_the_model(months):
+    run, name = months["month_two"], months["host"].name
+    assert run.returncode == 0, run.output[-6000:]
+    assert run.changed_tasks(name) == []
+    assert months["after_up"] == months["before_reboot"]
+    assert months["started_after_up"] == months["started_after_reboot"]
+
+
+def test_a_kernel_without_its_signed_module_stops_the_run_before_a_reboot(months):
+    run = months["month_three"]
+    assert run.returncode != 0
+    assert "signed NVIDIA module for kernel 6.17.0-42-generic" in run.output
+    assert months["boot_id_after_three"] == months["boot_id_three"]
+    assert months["booted_after_three"] == MONTHS["two"].newest.release
