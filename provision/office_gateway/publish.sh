@@ -19,7 +19,8 @@ chmod 0644 "$new"
 had_page=0
 if [ -f "$page" ]; then cp -p "$page" "$old" && had_page=1; fi
 mv -f "$new" "$page"
-if ! checked=$(haproxy -c -q -f "$config" 2>&1); then
+if ! checked=$(haproxy -c -f "$config" 2>&1); then
+  checked=$(printf '%s\n' "$checked" | grep ALERT || printf '%s' "$checked")
   if [ "$had_page" = 1 ]; then mv -f "$old" "$page"; else rm -f "$page"; fi
   echo "haproxy refuses its config with the new status page (the old one is kept): $checked" >&2
   exit 1
