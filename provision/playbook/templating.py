@@ -32,7 +32,9 @@ from provision.shell import quote
 #: imported when a template first calls it (so that loading a playbook imports no product code)
 FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve_flags",
                              "dpkg_lock_script": "provision.ops.dpkg_lock:dpkg_lock_script",
-                             "office_gateway_backends": "provision.office_gateway.backends:office_gateway_backends"}
+                             "office_gateway_backends": "provision.office_gateway.backends:office_gateway_backends",
+                             "office_metrics_prometheus_config":
+                                 "provision.office_metrics.targets:office_metrics_prometheus_config"}
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 

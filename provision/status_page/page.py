@@ -102,20 +102,23 @@ class Live:
     window_s: int = 3600
     step_s: int = 15
     chart_refresh_s: int = 15
-    host_label: str = "host"
+    host_label: str = "instance"
     charts: tuple[LiveChart, ...] = field(default_factory=lambda: CHARTS)
 
 
 # vLLM's metric names (https://docs.vllm.ai/en/latest/design/metrics.html); the KV gauge was
-# vllm:gpu_cache_usage_perc before v0.10 and is vllm:kv_cache_usage_perc since: either is read.
+# vllm:gpu_cache_usage_perc before v0.10 and is vllm:kv_cache_usage_perc since: either is read. The
+# job and the `instance` label (the host's inventory name) are roles/office_metrics's
+# (provision/office_metrics/targets.py).
 CHARTS = (
     LiveChart("tokens", "generated tokens/s", "tok/s", (
-        ("tok/s", "#0969da", "sum by (host) (rate(vllm:generation_tokens_total[1m]))"),)),
+        ("tok/s", "#0969da", 'sum by (instance) (rate(vllm:generation_tokens_total{job="vllm"}[1m]))'),)),
     LiveChart("requests", "requests running / waiting", "requests", (
-        ("running", "#1a7f37", "sum by (host) (vllm:num_requests_running)"),
-        ("waiting", "#cf222e", "sum by (host) (vllm:num_requests_waiting)"))),
+        ("running", "#1a7f37", 'sum by (instance) (vllm:num_requests_running{job="vllm"})'),
+        ("waiting", "#cf222e", 'sum by (instance) (vllm:num_requests_waiting{job="vllm"})'))),
     LiveChart("kv", "KV cache in use", "%", (
-        ("KV %", "#8250df", 'max by (host) ({__name__=~"vllm:(kv|gpu)_cache_usage_perc"}) * 100'),)),
+        ("KV %", "#8250df",
+         'max by (instance) ({__name__=~"vllm:(kv|gpu)_cache_usage_perc", job="vllm"}) * 100'),)),
 )
 LIVE = Live()
 # Rows that change by the second: read live in the browser, never written into the live page.

@@ -41,7 +41,8 @@ HOSTS = ("desk-1", "desk-2")
 
 class PrometheusStandIn(BaseHTTPRequestHandler):
     """STAND-IN for Prometheus's /api/v1/query_range: a matrix with one series per host, labelled
-    `host`, a sample at every step (the queries asked are kept in `asked`)."""
+    `instance` as roles/office_metrics labels them, a sample at every step (the queries asked are kept
+    in `asked`)."""
 
     asked: list[str] = []
 
@@ -51,7 +52,7 @@ class PrometheusStandIn(BaseHTTPRequestHandler):
         start, end, step = (float(query[key][0]) for key in ("start", "end", "step"))
         type(self).asked.append(query["query"][0])
         times = [start + k * step for k in range(int((end - start) // step) + 1)]
-        result = [{"metric": {"host": host}, "values": [[t, str(20 + 10 * index + 5 * math.sin(t / 300))]
+        result = [{"metric": {"instance": host}, "values": [[t, str(20 + 10 * index + 5 * math.sin(t / 300))]
                                                         for t in times]}
                   for index, host in enumerate(HOSTS)]
         body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
@@ -86,12 +87,9 @@ def office(tmp_path: Path) -> Iterator[tuple[Gateway, dict, int]]:
 """
     config = haproxy_config(tmp_path, inventory, office_gateway_port=port, office_gateway_bind_address="127.0.0.1",
                             office_gateway_admin_socket=str(tmp_path / "admin.sock"),
-                            office_gateway_status_page=str(page))
-    # Prometheus's route (the metrics role's part of the config) pointed at the stand-in
-    config = config.replace("    default_backend vllm\n", "    use_backend metrics if { path_beg /status/api/ }\n"
-                            "    default_backend vllm\n") + (
-        "\nbackend metrics\n    http-request replace-path /status(/api/.*) \\1\n"
-        f"    server prometheus 127.0.0.1:{prometheus.server_address[1]}\n")
+                            office_gateway_status_page=str(page), office_metrics_port=prometheus.server_address[1],
+                            office_metrics_haproxy_port=free_port())
+    assert "backend prometheus" in config  # the route to Prometheus is the metrics role's, here to the stand-in
     (tmp_path / "haproxy.cfg").write_text(config.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
                                           .replace("    log /dev/log local0\n", "").replace("    daemon\n", ""))
     haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(tmp_path / "haproxy.cfg")], stdout=subprocess.DEVNULL,

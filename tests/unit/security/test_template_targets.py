@@ -222,5 +222,9 @@ def test_every_template_is_covered_here() -> None:
         "apt-cacher-ng.conf.j2", "hf-mirror.nginx.conf.j2", "provision-seed-registry.service.j2", "seed-registry.sh",
         "apt-proxy-detect.sh",
         # office_gateway: addresses of `format: host`, ints; haproxy -c reads it (test_roles_office_gateway.py)
-        "haproxy.cfg.j2"}
+        "haproxy.cfg.j2",
+        # office_metrics: paths, ints and a choice; the scrape config is YAML dumped by
+        # provision/office_metrics/targets.py, which checks every address (test_roles_office_metrics.py)
+        "gpu-metrics.sh", "prometheus.override.conf.j2", "prometheus.yml.j2", "provision-gpu-metrics.service.j2",
+        "provision-gpu-metrics.timer.j2"}
     assert {path.name for path in TEMPLATES} == tested | no_strings
