@@ -76,6 +76,12 @@ PAINTED = """Array.from(document.querySelectorAll('.chart')).map(function (box) 
 })"""
 
 
+# Per live chart (page.js): [its key, the samples it was given, their largest value].
+SAMPLES = """Array.from(document.querySelectorAll('.chart.live')).map(function (box) {
+  return [box.dataset.chart, Number(box.dataset.samples || 0), Number(box.dataset.max || 0)];
+})"""
+
+
 class LiveBrowser:
     """A headless Chromium held open on a page, driven over the DevTools protocol on a pipe
     (--remote-debugging-pipe: NUL-terminated JSON on fds 3 and 4,

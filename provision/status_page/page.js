@@ -88,12 +88,20 @@
 
   function draw(box, chart, xs, columns) {
     var key = box.getAttribute('data-chart') + '/' + box.getAttribute('data-host-index');
-    var data = [xs].concat(columns);
+    // from the first sample on: a Prometheus started a minute ago fills the width, not its last pixels
+    var first = xs.length;
+    columns.forEach(function (column) {
+      for (var i = 0; i < column.length; i++) { if (column[i] !== null) { first = Math.min(first, i); break; } }
+    });
+    var data = [xs.slice(first)].concat(columns.map(function (column) { return column.slice(first); }));
+    var values = [].concat.apply([], data.slice(1)).filter(function (v) { return v !== null; });
+    box.setAttribute('data-samples', String(values.length));
+    box.setAttribute('data-max', String(Math.max.apply(null, values)));
     if (plots[key]) { plots[key].setData(data); return; }
     box.textContent = '';
     var width = function () { return Math.max(260, box.clientWidth); };
     var series = [{}].concat(chart.series.map(function (entry) {
-      return { label: entry[0], stroke: entry[1], width: 2, points: { show: false } };
+      return { label: entry[0], stroke: entry[1], width: 2 };
     }));
     plots[key] = new uPlot({
       width: width(), height: 180, series: series,
@@ -103,36 +111,50 @@
     new ResizeObserver(function () { plots[key].setSize({ width: width(), height: 180 }); }).observe(box);
   }
 
+  // One chart for every host: its series from Prometheus, true when each host had samples.
+  function refreshChart(chart, start, end, xs) {
+    return Promise.all(chart.series.map(function (entry) { return queryRange(entry[2], start, end); }))
+      .then(function (results) {
+        var all = true;
+        cards.forEach(function (card) {
+          var name = card.getAttribute('data-host-name'), found = false;
+          var columns = results.map(function (result) {
+            var byTime = {};
+            result.forEach(function (series) {
+              if (series.metric[config.host_label] !== name) { return; }
+              series.values.forEach(function (pair) { byTime[Math.round(pair[0])] = parseFloat(pair[1]); found = true; });
+            });
+            return xs.map(function (x) { return x in byTime ? byTime[x] : null; });
+          });
+          var box = card.querySelector('.chart.live[data-chart="' + chart.key + '"]');
+          if (found) {
+            draw(box, chart, xs, columns);
+          } else {
+            all = false;
+            var empty = box.querySelector('.empty');
+            if (empty) { empty.textContent = 'no samples of this host in the last ' + config.window_s / 60 + ' min'; }
+          }
+        });
+        return all;
+      }).catch(function (error) {
+        cards.forEach(function (card) {
+          var empty = card.querySelector('.chart.live[data-chart="' + chart.key + '"] .empty');
+          if (empty) { empty.textContent = error.message; }
+        });
+        return false;
+      });
+  }
+
+  // Every chart_refresh_s; sooner (every 3 s) while a host has no samples yet (Prometheus just started).
   function refreshCharts() {
     var end = Math.floor(Date.now() / 1000), start = end - config.window_s;
     var xs = [];
     for (var t = start; t <= end; t += config.step_s) { xs.push(t); }
-    config.charts.forEach(function (chart) {
-      Promise.all(chart.series.map(function (entry) { return queryRange(entry[2], start, end); }))
-        .then(function (results) {
-          cards.forEach(function (card) {
-            var name = card.getAttribute('data-host-name'), found = false;
-            var columns = results.map(function (result) {
-              var byTime = {};
-              result.forEach(function (series) {
-                if (series.metric[config.host_label] !== name) { return; }
-                series.values.forEach(function (pair) { byTime[Math.round(pair[0])] = parseFloat(pair[1]); found = true; });
-              });
-              return xs.map(function (x) { return x in byTime ? byTime[x] : null; });
-            });
-            var box = card.querySelector('.chart.live[data-chart="' + chart.key + '"]');
-            if (found) { draw(box, chart, xs, columns); } else if (!plots[chart.key + '/' + box.getAttribute('data-host-index')]) {
-              box.querySelector('.empty').textContent = 'no samples of this host in the last ' + config.window_s / 60 + ' min';
-            }
-          });
-        }).catch(function (error) {
-          cards.forEach(function (card) {
-            var empty = card.querySelector('.chart.live[data-chart="' + chart.key + '"] .empty');
-            if (empty) { empty.textContent = error.message; }
-          });
-        });
-    });
-    setTimeout(refreshCharts, config.chart_refresh_s * 1000);
+    Promise.all(config.charts.map(function (chart) { return refreshChart(chart, start, end, xs); }))
+      .then(function (found) {
+        var complete = found.every(function (each) { return each; });
+        setTimeout(refreshCharts, complete ? config.chart_refresh_s * 1000 : Math.min(3000, config.chart_refresh_s * 1000));
+      });
   }
 
   pollStats();

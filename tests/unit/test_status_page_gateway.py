@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from provision.status_page.page import LIVE, render_page
-from tests.browser import PAINTED, LiveBrowser
+from tests.browser import PAINTED, SAMPLES, LiveBrowser
 from tests.standins.vllm.launch import free_port, start_standin
 from tests.unit.serving_support import API_KEY, FAST, profile_arguments, stop
 from tests.unit.test_office_gateway_haproxy import Gateway
@@ -98,6 +98,9 @@ def office(tmp_path: Path) -> Iterator[tuple[Gateway, dict, int]]:
     try:
         for backend in backends.values():
             backend.wait_ready()
+        deadline = time.monotonic() + 20  # a loaded machine: haproxy's runtime API may take a while to appear
+        while not (tmp_path / "admin.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
         for name in backends:
             gateway.wait_for(name, "UP", 10)
         yield gateway, backends, port
@@ -131,6 +134,9 @@ def test_the_page_shows_each_backend_live_draws_the_charts_and_a_killed_one_goes
         painted = browser.evaluate(PAINTED)
         # per host: three live charts (tokens/s, requests, KV) then the bench history; each drawn with data
         assert isinstance(painted, list) and len(painted) == 8 and all(count > 1000 for count in painted), painted
+        # every chart was given the stand-in's samples, the hour of them (15 s steps)
+        assert all(samples >= 240 and peak > 10 for _, samples, peak in browser.evaluate(SAMPLES)), \
+            browser.evaluate(SAMPLES)
         assert set(PrometheusStandIn.asked) == {series[2] for chart in LIVE.charts for series in chart.series}
         text = str(browser.evaluate("document.body.innerText"))
         assert "2 of 2 backends UP at the gateway" in text and "NVIDIA GeForce RTX 5090 Laptop GPU" in text
