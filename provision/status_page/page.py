@@ -100,8 +100,8 @@ class Live:
     query_range: str = "/status/api/v1/query_range"  # Prometheus's HTTP API, proxied by the gateway
     interval_ms: int = 500                         # the gateway's health interval: a state shows within it
     window_s: int = 3600
-    step_s: int = 15
-    chart_refresh_s: int = 15
+    step_s: int = 5                                # 720 points an hour: a fresh Prometheus shows a line soon
+    chart_refresh_s: int = 5
     host_label: str = "instance"
     charts: tuple[LiveChart, ...] = field(default_factory=lambda: CHARTS)
 
