@@ -48,7 +48,7 @@ table.facts { border-collapse: collapse; width: 100%; }
 .history { padding-left: 1.2em; margin: 6px 0; } .history li { margin: 3px 0; overflow-wrap: anywhere; }
 .ok { color: var(--ok); } .bad { color: var(--bad); font-weight: 600; } .warn { color: var(--warn); }
 .badge { font-size: .8em; padding: 1px 8px; border-radius: 10px; border: 1px solid currentColor; }
-.chart { width: 100%; min-height: 220px; margin-top: 8px; }
+.chart { width: 100%; min-height: 220px; margin-top: 8px; } .chart:empty { display: none; }
 .muted { opacity: .7; font-size: .9em; }
 .host h3 { font-size: 1em; margin: 10px 0 0; }
 @media (max-width: 600px) { body { padding: 6px; font-size: 14px; } .facts th { width: 45%; } }
