@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from provision.cli.main import main
 from provision.inventory.loader import load_inventory
 from provision.office_gateway.backends import BackendError
 from provision.office_metrics.targets import scrape_jobs
@@ -29,8 +30,7 @@ FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"
 # nvidia-smi on a real H200 (driver 580.159.04), captured on the project's lent machine: see its README.md
 H200 = Path(__file__).parent / "fixtures" / "nvidia_smi_h200_metrics"
 GPU_PROGRAM = REPO / "roles" / "office_metrics" / "templates" / "gpu-metrics.sh"
-REGISTERED = {name: {"changed": False} for name in ("office_metrics_gpu_service", "office_metrics_gpu_timer",
-                                                    "office_metrics_flags")}
+REGISTERED = {name: {"changed": False} for name in ("office_metrics_gpu_service", "office_metrics_gpu_timer")}
 
 
 def metrics_play():
@@ -90,12 +90,13 @@ def test_a_single_laptop_inventory_gets_nothing_of_it(tmp_path: Path) -> None:
 def test_retention_and_listen_address_are_prometheus_flags_and_the_config_is_checked(tmp_path: Path) -> None:
     tasks = metrics_tasks(tmp_path, "gw", office_metrics_retention_days=7, office_metrics_retention_size_mib=512)
     flags = tasks["prometheus's flags (retention, listen address)"]
-    exec_start = flags.args.content.splitlines()[-1].split()
-    assert exec_start[0] == "ExecStart=/usr/bin/prometheus"
+    assert flags.args.dest == "/etc/default/prometheus"  # Debian's unit: ExecStart=/usr/bin/prometheus $ARGS
+    args = subprocess.run(["bash", "-c", f'{flags.args.content}\nprintf "%s\\n" $ARGS'], capture_output=True,
+                          text=True, check=True).stdout.split()
     for flag in ("--storage.tsdb.retention.time=7d", "--storage.tsdb.retention.size=512MB",
                  "--web.listen-address=127.0.0.1:9090", "--config.file=/etc/prometheus/prometheus.yml",
                  "--storage.tsdb.path=/var/lib/prometheus/metrics2"):
-        assert flag in exec_start, flag
+        assert flag in args, flag
     assert flags.task.notify == ["restart prometheus"]
     write = tasks["prometheus scrapes the office"]
     assert write.args.validate_with == ["/usr/bin/promtool", "check", "config"]
@@ -208,3 +209,15 @@ def test_promtool_accepts_the_gpu_readings(tmp_path: Path) -> None:
     done = subprocess.run(["promtool", "check", "metrics"], input=(textfiles / "gpu.prom").read_text(),
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("setting", "why"), [("office_metrics_retention_size_mib: 10", "an integer from 64 to"),
+                                              ("office_metrics_retention_days: 0", "an integer from 1 to"),
+                                              ("office_metrics_listen_address: 10.0.0.1", "one of")])
+def test_a_retention_or_address_out_of_bounds_is_refused_before_any_contact(tmp_path: Path, capsys, setting: str,
+                                                                            why: str) -> None:
+    path = tmp_path / "office.yaml"
+    path.write_text(OFFICE.replace("gw: {ansible_host: 192.168.1.5}", f"gw: {{ansible_host: 192.168.1.5, {setting}}}"))
+    assert main(["vars", str(path), "--host", "gw"]) == 2
+    error = capsys.readouterr().err
+    assert f"{path}:11: {setting.split(':')[0]}: " in error and why in error, error

@@ -225,6 +225,6 @@ def test_every_template_is_covered_here() -> None:
         "haproxy.cfg.j2",
         # office_metrics: paths, ints and a choice; the scrape config is YAML dumped by
         # provision/office_metrics/targets.py, which checks every address (test_roles_office_metrics.py)
-        "gpu-metrics.sh", "prometheus.override.conf.j2", "prometheus.yml.j2", "provision-gpu-metrics.service.j2",
+        "gpu-metrics.sh", "prometheus.default.j2", "prometheus.yml.j2", "provision-gpu-metrics.service.j2",
         "provision-gpu-metrics.timer.j2"}
     assert {path.name for path in TEMPLATES} == tested | no_strings
