@@ -79,8 +79,11 @@ def converge(args: argparse.Namespace, console: Console, inventory: Inventory, h
             interrupt.gentle_ctrl_c(reporter.message):
         result = Runner(inventory, config, reporter, early).run(plays)
     human.print(recap_table(result))
+    from provision.cli.status_publish import publish_lines  # after the run: it reads every backend's status
+
     for line in [*endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars),
-                 *office_lines(plays, playbook_of(args), inventory, result, extra_vars)]:
+                 *office_lines(plays, playbook_of(args), inventory, result, extra_vars),
+                 *publish_lines(args, inventory, plays, result, extra_vars)]:
         human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     if result.aborted:
         human.print(styled(REDACTOR(result.aborted), "bold red"))

@@ -67,14 +67,17 @@ def office_lines(plays: list[Play], playbook: Path, inventory: Inventory, result
             continue
         host = inventory.host(name)
         variables = host_variables(play, host, extra_vars)
-        address = str(variables.get("office_gateway_address") or "")
-        if not address or "{{" in address:
-            address = host.address
         scheme = "https" if variables.get("office_gateway_tls_certificate") else "http"  # docs/office-users.md
-        url = f"{scheme}://{address}:{variables.get('office_gateway_port')}/v1"
+        url = f"{scheme}://{office_address(host, variables)}:{variables.get('office_gateway_port')}/v1"
         verb = "would be" if result.check else "is"
         lines.append(f"the office endpoint {verb} {url} ({name}: every model server of the inventory behind it)")
     return lines
+
+
+def office_address(host: Host, variables: dict[str, Any]) -> str:
+    """The address users reach the gateway by: office_gateway_address, else its inventory address."""
+    address = str(variables.get("office_gateway_address") or "")
+    return host.address if not address or "{{" in address else address
 
 
 def _loopback(address: str) -> bool:

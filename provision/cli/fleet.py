@@ -352,19 +352,25 @@ def inventory_values(args: argparse.Namespace, hosts: list[Host], name: str) -> 
     return {host.name: str(host_variables(play, host, extra_vars).get(name) or "") for host in hosts}
 
 
-def cmd_status(args: argparse.Namespace, console: Console) -> int:
+def status_rows(args: argparse.Namespace) -> tuple[list[Host], dict[str, dict[str, Any]]]:
+    """The selected hosts and each one's status row (also what `up` publishes on the office gateway)."""
     hosts, services = service_settings(args)
     wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
     images, profiles = inventory_values(args, hosts, "vllm_image"), inventory_values(args, hosts, "model")
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
                                                               images[host.name]))
+    for name, row in rows.items():
+        row["serving"] = serves(row)
+        row["model_profile"] = profiles[name] or None
+    return hosts, rows
+
+
+def cmd_status(args: argparse.Namespace, console: Console) -> int:
+    hosts, rows = status_rows(args)
     caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
     from provision.cli.gateway import gateway_rows, users_table, view_table  # it runs its script with run_on
 
     gateways = gateway_rows(args, hosts)
-    for name, row in rows.items():
-        row["serving"] = serves(row)
-        row["model_profile"] = profiles[name] or None
     if args.html:
         try:  # the page shows what hosts sent, masked as every output is
             args.html.write_text(render_page(REDACTOR.document(rows)))

@@ -10,12 +10,22 @@ Data is data: every value read from a host goes through `html.escape` into text,
 data travels as JSON in a `<script type="application/json">` element with `<`, `>` and `&` written
 as `\\u003c`… so a value cannot close the element; the script reads it with JSON.parse and gives
 uPlot numbers only (release names appear in the escaped table under the chart, not in the chart).
+
+Live mode (`render_page(rows, live=LIVE)`): the page `provision up` publishes on the office gateway,
+which HAProxy serves at `/status` (provision/office_gateway/publish.sh). The facts that change only at
+an `up` (GPU, driver, profile, release and since when, planned vs found KV memory, drift, the last
+failed upgrade, the bench history) are written into it then; page.js reads the rest in the browser:
+each backend's state (UP, DRAIN, DOWN) from HAProxy's read-only stats CSV every health interval, and
+tokens/s, requests and KV use over time from Prometheus's query_range behind the same gateway. What
+changes by the second is never written into the page, so a second `up` leaves it unchanged (and
+HAProxy, which reads the file when it loads its config, unreloaded).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict, dataclass, field
 from html import escape
 from importlib.resources import files
 from typing import Any
@@ -38,8 +48,9 @@ table.facts { border-collapse: collapse; width: 100%; }
 .history { padding-left: 1.2em; margin: 6px 0; } .history li { margin: 3px 0; overflow-wrap: anywhere; }
 .ok { color: var(--ok); } .bad { color: var(--bad); font-weight: 600; } .warn { color: var(--warn); }
 .badge { font-size: .8em; padding: 1px 8px; border-radius: 10px; border: 1px solid currentColor; }
-.chart { width: 100%; min-height: 220px; margin-top: 8px; }
+.chart { width: 100%; min-height: 220px; margin-top: 8px; } .chart:empty { display: none; }
 .muted { opacity: .7; font-size: .9em; }
+.host h3 { font-size: 1em; margin: 10px 0 0; }
 @media (max-width: 600px) { body { padding: 6px; font-size: 14px; } .facts th { width: 45%; } }
 """
 
@@ -69,6 +80,51 @@ SCRIPT = """
 """
 
 
+@dataclass(frozen=True)
+class LiveChart:
+    """One chart per host from Prometheus: each series a PromQL query whose result carries the host's
+    inventory name in the label `Live.host_label` (numbers only reach the chart)."""
+
+    key: str
+    title: str
+    unit: str
+    series: tuple[tuple[str, str, str], ...]  # (label, colour, PromQL)
+
+
+@dataclass(frozen=True)
+class Live:
+    """Where page.js reads the live parts, all paths on the gateway that serves the page."""
+
+    stats: str = "/status/gateway;csv"             # HAProxy's stats, read-only (no `stats admin`)
+    backend: str = "vllm"                          # the backend whose servers are the GPU hosts
+    query_range: str = "/status/api/v1/query_range"  # Prometheus's HTTP API, proxied by the gateway
+    interval_ms: int = 500                         # the gateway's health interval: a state shows within it
+    window_s: int = 3600
+    step_s: int = 5                                # 720 points an hour: a fresh Prometheus shows a line soon
+    chart_refresh_s: int = 5
+    host_label: str = "instance"
+    charts: tuple[LiveChart, ...] = field(default_factory=lambda: CHARTS)
+
+
+# vLLM's metric names (https://docs.vllm.ai/en/latest/design/metrics.html); the KV gauge was
+# vllm:gpu_cache_usage_perc before v0.10 and is vllm:kv_cache_usage_perc since: either is read. The
+# job and the `instance` label (the host's inventory name) are roles/office_metrics's
+# (provision/office_metrics/targets.py).
+CHARTS = (
+    LiveChart("tokens", "generated tokens/s", "tok/s", (
+        ("tok/s", "#0969da", 'sum by (instance) (rate(vllm:generation_tokens_total{job="vllm"}[1m]))'),)),
+    LiveChart("requests", "requests running / waiting", "requests", (
+        ("running", "#1a7f37", 'sum by (instance) (vllm:num_requests_running{job="vllm"})'),
+        ("waiting", "#cf222e", 'sum by (instance) (vllm:num_requests_waiting{job="vllm"})'))),
+    LiveChart("kv", "KV cache in use", "%", (
+        ("KV %", "#8250df",
+         'max by (instance) ({__name__=~"vllm:(kv|gpu)_cache_usage_perc", job="vllm"}) * 100'),)),
+)
+LIVE = Live()
+# Rows that change by the second: read live in the browser, never written into the live page.
+VOLATILE = ("service", "health", "requests running / waiting", "KV cache in use", "generating now")
+
+
 def json_for_script(value: Any) -> str:
     """JSON safe inside a <script> element: no `<`, `>` or `&` that could end it or open a comment."""
     return (json.dumps(value, default=str).replace("&", "\\u0026").replace("<", "\\u003c")
@@ -92,8 +148,8 @@ def _row(label: str, cell: str, css: str = "") -> str:
     return f"<tr><th>{escape(label)}</th><td{attribute}>{cell}</td></tr>"
 
 
-def host_rows(row: dict[str, Any], collected_at: float) -> list[str]:
-    """The table rows of one host's card (every cell escaped)."""
+def host_rows(row: dict[str, Any], collected_at: float, live: bool = False) -> list[str]:
+    """The table rows of one host's card (every cell escaped); live: without the VOLATILE ones."""
     if "error" in row:
         return [_row("reachable", "yes" if row.get("reachable") else "no", "" if row.get("reachable") else "bad"),
                 _row("error", _text(row["error"]), "bad")]
@@ -122,6 +178,10 @@ def host_rows(row: dict[str, Any], collected_at: float) -> list[str]:
              "bad" if row.get("last_failed_upgrade") else ""),
     ]
     rows += [_row("warning", _text(warning), "warn") for warning in warnings]
+    if live:
+        heads = tuple(f"<tr><th>{escape(label)}</th>" for label in VOLATILE)
+        rows = [line for line in rows if not line.startswith(heads)]
+        rows.insert(0, _row("at the gateway", '<span class="counters">-</span>'))
     return rows
 
 
@@ -151,37 +211,65 @@ def bench_table(history: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "</ul>"
 
 
-def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = None) -> str:
-    """The whole page for `provision status`'s rows (its --json document), one card per host."""
+def _badge(serving: bool, live: Live | None) -> str:
+    if live:  # page.js writes the gateway's state into it
+        return '<span class="badge state muted">checking</span>'
+    return f'<span class="badge {"ok" if serving else "bad"}">{"serving" if serving else "NOT SERVING"}</span>'
+
+
+def _live_charts(index: int, live: Live) -> str:
+    return "".join(f'<h3>{escape(chart.title)} <span class="muted">(last {live.window_s // 60} min)</span></h3>'
+                   f'<div class="chart live" data-chart="{escape(chart.key)}" data-host-index="{index}">'
+                   f'<p class="muted empty">waiting for metrics</p></div>' for chart in live.charts)
+
+
+def _heading(rows: dict[str, dict[str, Any]], collected_at: float, live: Live | None) -> str:
+    if live:  # no time in it: the page changes only when the facts do
+        return ('<p class="muted" id="gateway-summary">reading the gateway\'s state</p><p class="muted">Live: each '
+                f"backend's state from the gateway every {live.interval_ms} ms, charts from Prometheus every "
+                f"{live.chart_refresh_s} s; the facts as the last <code>provision up</code> found them. Charts by "
+                f"uPlot {UPLOT_VERSION} (MIT).</p>")
+    serving_count = sum(1 for row in rows.values() if row.get("serving"))
+    return (f'<p class="muted">{serving_count} of {len(rows)} hosts serving; collected {escape(_when(collected_at))}.\n'
+            f"Charts by uPlot {UPLOT_VERSION} (MIT).</p>")
+
+
+def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = None, live: Live | None = None) -> str:
+    """The whole page for `provision status`'s rows (its --json document), one card per host; with
+    `live`, the page the office gateway serves (page.js fills in the live parts)."""
     collected_at = time.time() if collected_at is None else collected_at
     cards, chart_data = [], {}
     for index, (name, row) in enumerate(rows.items()):
-        serving = bool(row.get("serving"))
         history = row.get("bench_history") or []
         chart_data[str(index)] = bench_points(history)
         cards.append(
             f'<section class="host" data-host-name="{escape(name)}"><h2>{escape(name)} '
-            f'<span class="badge {"ok" if serving else "bad"}">{"serving" if serving else "NOT SERVING"}</span></h2>'
-            f'<table class="facts">{"".join(host_rows(row, collected_at))}</table>'
+            f'{_badge(bool(row.get("serving")), live)}</h2>'
+            f'<table class="facts">{"".join(host_rows(row, collected_at, live is not None))}</table>'
+            f'{_live_charts(index, live) if live else ""}'
             f'<h3>office bench history</h3>'
             f'<div class="chart" data-host="{escape(name)}" data-host-index="{index}"></div>'
             f"{bench_table(history)}</section>")
-    serving_count = sum(1 for row in rows.values() if row.get("serving"))
+    title = "office status" if live else "provision status"
+    live_parts = ""
+    if live:
+        live_parts = (f'<script type="application/json" id="live-config">{json_for_script(asdict(live))}</script>'
+                      f'<script>{(VENDOR.parent / "page.js").read_text()}</script>')
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>provision status</title>
+<title>{title}</title>
 <style>{(VENDOR / "uPlot.min.css").read_text()}</style>
 <style>{STYLE}</style>
 </head><body>
-<h1>provision status</h1>
-<p class="muted">{serving_count} of {len(rows)} hosts serving; collected {escape(_when(collected_at))}.
-Charts by uPlot {UPLOT_VERSION} (MIT).</p>
+<h1>{title}</h1>
+{_heading(rows, collected_at, live)}
 <div class="hosts">
 {"".join(cards)}
 </div>
 <script type="application/json" id="bench-data">{json_for_script(chart_data)}</script>
 <script>{(VENDOR / "uPlot.iife.min.js").read_text()}</script>
 <script>{SCRIPT}</script>
+{live_parts}
 </body></html>
 """

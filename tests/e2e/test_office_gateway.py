@@ -26,6 +26,7 @@ import yaml
 
 from provision.office_gateway.admin import admin_script, parse_users, parse_view
 from provision.shell import quote
+from tests.browser import PAINTED, SAMPLES, LiveBrowser
 from tests.e2e.helpers import provision
 from tests.e2e.office_cache_support import add_group
 from tests.lab import Lab, LabHost
@@ -168,6 +169,71 @@ def test_a_second_up_changes_nothing(converged, office) -> None:
     again = provision("up", str(office.inventory), "--limit", office.gateway.name, "--tags", "office_gateway",
                       json_path=office.tmp / "again.json")
     assert again.returncode == 0 and again.changed_tasks(office.gateway.name) == [], again.output
+    assert "status page unchanged" in again.output, again.output
+
+
+def test_the_status_page_shows_each_host_live_with_charts_and_a_stopped_one_down(converged, office) -> None:
+    """/status as a person sees it (issue 23): the page `up` published, in headless Chromium, each
+    backend's state read live from the gateway, charts drawn from the real Prometheus beside it (the
+    office_metrics role, scraping every 2 s here), a backend stopped shown DOWN within the checks' time."""
+    assert f"status page written: http://127.0.0.1:{GATEWAY_PORT}/status ({office.gateway.name}: 2 hosts)" \
+        in converged.output, converged.output
+    metrics = provision("up", str(office.inventory), "--limit", office.gateway.name, "--tags", "office_metrics",
+                        "-e", "office_metrics_scrape_interval_s=2", json_path=office.tmp / "metrics.json")
+    assert metrics.returncode == 0, metrics.output
+    names = [host.name for host in office.backends]
+    browser = LiveBrowser(office.tmp, 1280, 2000)
+    done = threading.Event()
+    answers: list[int] = []
+
+    def traffic() -> None:  # two users, so tokens/s and requests have something to show
+        while not done.is_set():
+            answers.append(office.chat(max_tokens=100, stream=True)[0])
+
+    users = [threading.Thread(target=traffic) for _ in range(2)]
+    for user in users:
+        user.start()
+    try:
+        started = time.monotonic()
+        browser.open(office.url.removesuffix("/v1") + "/status")
+        browser.wait_for(" && ".join(f"{page_state(name)} === 'UP'" for name in names), 20)
+        live = time.monotonic() - started
+        canvases = "document.querySelectorAll('.chart.live canvas').length"
+        browser.wait_for(f"{canvases} === {3 * len(names)}", 60, every=0.5)  # Prometheus's first samples
+        charted = time.monotonic() - started
+        # a line, not a point: a few more samples (scraped every 2 s, charted every 5 s)
+        browser.wait_for(f"{SAMPLES}.every(chart => chart[1] >= 3)", 30, every=0.5)
+        samples = browser.evaluate(SAMPLES)
+        assert all(peak > 0 for key, _, peak in samples if key == "tokens"), samples  # each host generated
+        painted = browser.evaluate(PAINTED)
+        assert isinstance(painted, list) and all(count > 1000 for count in painted[:3] + painted[4:7]), painted
+        shot = browser.screenshot("status-office-lab.png")
+        done.set()  # no traffic: the stop is seen by the health checks alone
+        for user in users:
+            user.join()
+        assert answers and set(answers) == {200}, answers
+        victim = office.backends[1]
+        assert victim.exec("systemctl stop standin-vllm")[0] == 0
+        down = browser.wait_for(f"{page_state(victim.name)} === 'DOWN'", 10)
+        print(f"/status: every host live in {live:.2f} s, charts drawn with Prometheus data in {charted:.2f} s; "
+              f"{victim.name} shown DOWN {down:.2f} s after it was stopped; screenshot {shot}")
+        # the checks' time (2 x 500 ms) and one poll of the page (500 ms), with room for a loaded machine
+        assert down < 2.0 and browser.evaluate(page_state(names[0])) == "UP"
+        browser.screenshot("status-office-lab-down.png")
+    finally:
+        done.set()
+        for user in users:
+            user.join()
+        browser.close()
+        office.backends[1].exec("systemctl stop standin-vllm; systemctl reset-failed standin-vllm")
+        start_backend(office.backends[1])
+    wait_for(office, office.backends[1].name, "UP", 30)
+
+
+def page_state(name: str) -> str:
+    """JS: the state the status page shows for host `name`."""
+    return (f"((Array.from(document.querySelectorAll('.host')).find(c => c.dataset.hostName === {json.dumps(name)})"
+            " || {}).dataset.state || '')")
 
 
 def test_a_killed_backend_is_out_within_a_second_and_requests_keep_succeeding(converged, office) -> None:

@@ -5,7 +5,8 @@
 set -euo pipefail
 packages=(debootstrap slirp4netns docker.io docker-registry busybox-static openssh-client zstd
           iptables util-linux dpkg-dev gnupg shellcheck
-          chromium)  # the status page is tested as a person sees it: drawn in headless Chromium
+          chromium   # the status page is tested as a person sees it: drawn in headless Chromium
+          haproxy socat)  # the office gateway and its status page, run for real by the unit tests
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")

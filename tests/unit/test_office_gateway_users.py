@@ -196,8 +196,10 @@ def gateway(tmp_path: Path) -> Iterator[dict[str, Any]]:
                           office_gateway_backend_key_map=str(tmp_path / "backend.map"),
                           office_gateway_tls_certificate=str(certificate), office_gateway_tls_key=str(key),
                           office_gateway_tls_file=str(tmp_path / "tls.pem"), office_session_header="X-Session-Id",
-                          office_gateway_server_state_file=str(tmp_path / "server-state"))
+                          office_gateway_server_state_file=str(tmp_path / "server-state"),
+                          office_gateway_status_page=str(tmp_path / "index.html"))
     (tmp_path / "server-state").write_text("1\n")
+    (tmp_path / "index.html").write_text("<!doctype html><title>office status</title>")  # what /status answers
     for task in tasks.values():  # the files HAProxy reads (the systemd drop-in is not for this process)
         dest = getattr(task.args, "dest", None)
         if task.active and dest and str(dest).startswith(str(tmp_path)) and task.args.content is not None:

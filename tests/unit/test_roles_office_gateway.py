@@ -4,6 +4,7 @@ settings; the real `haproxy -c` accepts it; hostile values are refused before an
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -19,7 +20,10 @@ from provision.ops.scripting import atomic_write_script
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
 from provision.runner.runner import RunConfig, Runner, inventory_variables
+from provision.status_page.page import LIVE, render_page
 from tests.unit.test_roles_gpu_support import SITE, facts, render
+
+STATUS_ROWS = Path(__file__).parent / "fixtures/status_page/status.json"
 
 FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"
 OFFICE = """all:
@@ -100,8 +104,11 @@ def test_a_refused_config_leaves_the_live_file_as_it_was(tmp_path: Path) -> None
 @pytest.mark.skipif(shutil.which("haproxy") is None, reason="needs haproxy (apt-get install haproxy)")
 def test_haproxy_itself_accepts_the_rendered_config(tmp_path: Path) -> None:
     config = tmp_path / "haproxy.cfg"
+    page = tmp_path / "index.html"  # the live status page, as `up` publishes it (~70 kB: tune.bufsize)
+    page.write_text(render_page(json.loads(STATUS_ROWS.read_text()), live=LIVE))
     # the chroot and the socket's folder exist on the gateway (the haproxy package makes them)
-    text = haproxy_config(tmp_path).replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
+    text = haproxy_config(tmp_path, office_gateway_status_page=str(page))
+    text = text.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
     (tmp_path / "server-state").write_text("1\n")  # what the role's task writes until a reload saves one
     config.write_text(text.replace("/run/haproxy/admin.sock", str(tmp_path / "admin.sock"))
                       .replace("/var/lib/haproxy/server-state", str(tmp_path / "server-state")))

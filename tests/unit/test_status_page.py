@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.status_page.page import json_for_script, render_page
+from provision.status_page.page import LIVE, json_for_script, render_page
 from tests.browser import load
 
 FIXTURE = Path(__file__).parent / "fixtures/status_page/status.json"
@@ -102,3 +102,40 @@ def test_the_page_in_a_real_browser_draws_the_charts(tmp_path: Path, width: int,
     assert int(painted[0]) > 1000 and int(painted[1]) > 1000, painted
     assert painted[2] == "none"
     assert dom.count('class="uplot') >= 2 and "owned" not in dom
+
+
+def test_the_live_page_holds_the_facts_of_an_up_and_leaves_what_changes_by_the_second_to_the_browser() -> None:
+    html = render_page(rows(), COLLECTED_AT, live=LIVE)
+    page = visible(html)
+    text = " ".join(page.text)
+    for item in ("NVIDIA GeForce RTX 5090 Laptop GPU / 580.95.05", "gemma-4-26b-a4b-awq", "2026-12-01 14:43 UTC",
+                 "4.12 GiB planned, 3.31 GiB found", "DRIFT: --max-num-seqs 9 ≠ 3",
+                 rows()["laptop-2"]["last_failed_upgrade"], "REGRESSION: slowest stream"):
+        assert item in text, item
+    # running/waiting, KV use, tokens/s, health: read live (gateway, Prometheus), never frozen in the file
+    for frozen in ("3 / 1", "41.5%", "311 tok/s", "active (running)", "collected"):
+        assert frozen not in text, frozen
+    # so the page an `up` writes does not change with the clock (a later one reads a longer uptime
+    # of the same start): publish.sh finds it unchanged
+    later = rows()
+    for row in later.values():
+        row["uptime_s"] = None if row.get("uptime_s") is None else row["uptime_s"] + 30
+    assert render_page(later, COLLECTED_AT + 30, live=LIVE) == html
+    charts = [attrs for tag, attrs in page.tags if tag == "div" and "live" in attrs.get("class", "").split()]
+    assert [chart["data-chart"] for chart in charts] == ["tokens", "requests", "kv"] * 3
+    config = re.search(r'<script type="application/json" id="live-config">(.*?)</script>', html, re.S)
+    assert config and json.loads(config[1])["stats"] == "/status/gateway;csv"
+    assert json.loads(config[1])["query_range"] == "/status/api/v1/query_range"
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+
+
+def test_the_live_page_shows_host_values_as_text_and_page_js_writes_none_as_markup() -> None:
+    hostile = copy.deepcopy(rows())
+    hostile["laptop-2"]["gpu"] = HOSTILE
+    hostile[HOSTILE] = hostile.pop("laptop-3")
+    page = visible(render_page(hostile, COLLECTED_AT, live=LIVE))
+    assert not [attrs for tag, attrs in page.tags if tag == "img"]
+    assert " ".join(page.text).count(HOSTILE) >= 2
+    # what page.js reads (the gateway's CSV, Prometheus's JSON) reaches the page as text or numbers only
+    script = (Path(__file__).parents[2] / "provision/status_page/page.js").read_text()
+    assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "document.write" not in script

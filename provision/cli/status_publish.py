@@ -1,0 +1,77 @@
+"""`provision up` on an office gateway: the live status page (provision/status_page, live mode)
+published where HAProxy serves it at /status, after the run.
+
+The page holds the facts of every backend of the gateway as `provision status` reads them now (so
+`up --limit GATEWAY` still shows every host), and page.js reads the live parts in the browser.
+provision/office_gateway/publish.sh writes it on the gateway only when it changed, and reloads
+HAProxy then; the line `up` prints says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+from pathlib import Path
+from typing import Any
+
+from provision.cli.endpoints import GATEWAY_ROLE, office_address
+from provision.cli.fleet import run_on, status_rows
+from provision.cli.gateway import backend_names
+from provision.cli.inputs import playbook_of
+from provision.cli.serving import serving_play
+from provision.errors import InputError
+from provision.inventory.model import Inventory
+from provision.playbook.model import Play
+from provision.runner.results import RunResult
+from provision.runner.runner import host_variables
+from provision.secrets import REDACTOR
+from provision.shell import quote
+from provision.status_page.page import LIVE, render_page
+
+# HAProxy answers /status from one buffer (tune.bufsize 131072 in roles/office_gateway's config),
+# headers included: a page larger than this is refused here, before it reaches the gateway.
+MAX_PAGE_BYTES = 120_000
+
+
+def publish_script(page_path: str, config_path: str, page: str) -> str:
+    words = [page_path, config_path, base64.b64encode(page.encode()).decode()]
+    body = (Path(__file__).parents[1] / "office_gateway" / "publish.sh").read_text()
+    return f"set -- {' '.join(quote(word) for word in words)}\n{body}"
+
+
+def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Play], result: RunResult,
+                  extra_vars: dict[str, Any]) -> list[str]:
+    """For each office gateway whose run included its role and did not fail: the page published, and
+    one line that says whether it changed (not in check mode: nothing is written then)."""
+    if result.check:
+        return []
+    try:
+        play = serving_play(plays, playbook_of(args), GATEWAY_ROLE)
+    except InputError:
+        return []
+    lines = []
+    for name, host_result in result.hosts.items():
+        if host_result.failed or host_result.unreachable or not any(
+                task.role == GATEWAY_ROLE for task in host_result.tasks):
+            continue
+        gateway = inventory.host(name)
+        variables = host_variables(play, gateway, extra_vars)
+        names = backend_names(inventory, gateway)
+        rows: dict[str, dict[str, Any]] = {}
+        if names:
+            _, rows = status_rows(argparse.Namespace(**{**vars(args), "limit": ",".join(names)}))
+        page = render_page(REDACTOR.document(rows), live=LIVE)
+        url = f"http://{office_address(gateway, variables)}:{variables.get('office_gateway_port')}/status"
+        if len(page.encode()) > MAX_PAGE_BYTES:
+            lines.append(f"{name}: the status page is not published: {len(page.encode())} bytes, more than the "
+                         f"{MAX_PAGE_BYTES} HAProxy answers from one buffer")
+            continue
+        script = publish_script(str(variables["office_gateway_status_page"]), str(variables["office_gateway_config"]),
+                                page)
+        rc, stdout, stderr = run_on(gateway, args, script, 60)
+        said = stdout.strip().splitlines()[-1:] or [""]
+        if rc == 0 and said[0] in ("status page written", "status page unchanged"):
+            lines.append(f"{said[0]}: {url} ({name}: {len(rows)} hosts)")
+        else:
+            lines.append(f"{name}: the status page is not published: {(stderr.strip() or stdout.strip())[-500:]}")
+    return lines
