@@ -71,7 +71,7 @@ def test_the_drivers_own_libcuda_first_is_no_mismatch(root: Path, monkeypatch: p
 
 def test_no_driver_in_the_container_is_torchs_no_driver_error(root: Path) -> None:
     (root / "run/nvidia-standin/loaded-version").unlink()
-    with pytest.raises(RuntimeError, match="^Found no NVIDIA driver on your system"):
+    with pytest.raises(RuntimeError, match=r"^Found no NVIDIA driver on your system"):
         torch_cuda().init()
 
 
