@@ -51,11 +51,12 @@ def test_the_initramfs_is_rebuilt_only_while_older_than_the_blacklist(tmp_path) 
 
 def test_cuda_toolkit_package_path_and_check_or_nothing_when_off() -> None:
     rendered = render_tasks(facts(FRESH_DEBIAN))
-    assert rendered["CUDA toolkit installed"].args.name == ["cuda-toolkit-12-9"]
+    assert rendered["CUDA toolkit installed"].args.name == ["cuda-toolkit-12-9", "g++"]
     assert "release 12.9," in rendered["nvcc reports the CUDA version"].args.cmd
     off = render_tasks(facts(FRESH_DEBIAN), cuda_toolkit_enabled=False)
     assert all(off[name].skipped for name in (
-        "CUDA toolkit installed", "CUDA on PATH and LD_LIBRARY_PATH", "nvcc reports the CUDA version"))
+        "CUDA toolkit installed", "CUDA on PATH and LD_LIBRARY_PATH", "nvcc reports the CUDA version",
+        "nvcc compiles and links a CUDA program"))
 
 
 def test_cuda_profile_entry_adds_the_toolkit_once_for_login_shells() -> None:
