@@ -86,6 +86,11 @@ def test_the_model_serves_on_the_cdi_path(laptop):
     assert "--gpus" not in sh(host, "systemctl cat vllm")
 
 
+def test_the_glibc_preflight_expects_is_the_hosts(laptop):
+    # preflight_glibc says Debian 13 ships 2.41 (CUDA 12 is refused on it): the host says the same
+    assert sh(laptop["host"], "getconf GNU_LIBC_VERSION") == "glibc 2.41"
+
+
 def test_the_gpu_check_started_cuda_in_the_serving_image(laptop):
     host, up = laptop["host"], laptop["up"]
     check = task(up, host.name, CHECK)
