@@ -50,7 +50,7 @@ SERVER_FILES = ("*.py", "vllm_flags.txt", "entrypoints/**/*.py", "torch/**/*.py"
 TOP_LEVEL = ("torch",)  # stand-in packages of their own, beside `vllm` in site-packages
 COMPAT_DIR = "usr/local/cuda-12.9/compat"
 COMPAT_VERSION = "575.57.08"  # cuda-compat-12-9's libcuda (NVIDIA's CUDA repository, 12.9.1)
-COMPAT_CONF = "00-cuda-compat.conf"
+COMPAT_CONF = "cuda-compat.conf"  # its name in vLLM 0.15 images (vllm-project/vllm#33992 removes it by it)
 LEFT_OUT = ("build.py", "extract_flags.py", "launch.py")
 Log = Callable[[str], None]
 

@@ -9,7 +9,9 @@ whether CUDA would start in the container. Two real failures are reproduced:
   from 0.15 under CDI on driver 580 (vllm-project/vllm#33116, #34821; gpustack/gpustack#4678: "Starting
   from vLLM v0.15.0, the image configures ld.so.conf", the CDI hook's ldconfig then puts the compat
   libcuda first; workaround LD_LIBRARY_PATH with the driver's libraries first; ggml-org/llama.cpp#23111
-  on an RTX 5090). The error text is the one posted in gpustack#4678 (and in
+  on an RTX 5090). vLLM's fixes: /etc/ld.so.conf.d/cuda-compat.conf only with
+  VLLM_ENABLE_CUDA_COMPATIBILITY=1 (vllm-project/vllm#33992), renamed zzz-cuda-compat.conf to come
+  after the driver's entry (#34226). The error text is the one posted in gpustack#4678 (and in
   tests/unit/fixtures/vllm_logs/cuda_driver_mismatch__gpustack-4678.log).
 
 The driver is the one the stand-in CDI spec mounts (/run/nvidia-standin/loaded-version); the library
