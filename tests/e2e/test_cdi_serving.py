@@ -86,6 +86,13 @@ def test_the_model_serves_on_the_cdi_path(laptop):
     assert "--gpus" not in sh(host, "systemctl cat vllm")
 
 
+def test_docker_26_says_no_such_container_before_a_first_start(laptop):
+    # the unit's `ExecStartPre=-docker rm -f vllm` prints this before every first start: fatal.py must
+    # not read it as docker's failure (tests/unit/test_fatal_docker_lines.py)
+    rc, output = laptop["host"].exec("docker rm -f provision-never-started")
+    assert "Error response from daemon: No such container: provision-never-started" in output, (rc, output)
+
+
 def test_the_glibc_preflight_expects_is_the_hosts(laptop):
     # preflight_glibc says Debian 13 ships 2.41 (CUDA 12 is refused on it): the host says the same
     assert sh(laptop["host"], "getconf GNU_LIBC_VERSION") == "glibc 2.41"
