@@ -84,10 +84,10 @@ def run_compile_check(tmp_path: Path, glibc: str = "", compiler: bool = True) ->
         tool.chmod(0o755)
     path = [str(tools), *os.environ["PATH"].split(":")]
     if not compiler:  # only what the check and nvcc use besides the compiler
-        for tool in ("sh", "mktemp", "rm", "cat", "getconf"):
+        for tool in ("sh", "mkdir", "mktemp", "rm", "cat", "getconf"):
             (tools / tool).symlink_to(shutil.which(tool) or tool)
         path = [str(tools)]
-    cmd = render_tasks(facts(FRESH_DEBIAN))[COMPILE].args.cmd
+    cmd = render_tasks(facts(FRESH_DEBIAN), cuda_toolkit_check_dir=str(tmp_path / "check"))[COMPILE].args.cmd
     return subprocess.run(["/bin/sh", "-c", cmd], env={"PATH": ":".join(path)}, capture_output=True, text=True,
                           check=False)
 
@@ -111,3 +111,13 @@ def test_the_compile_check_fails_on_glibc_2_41_as_reported(tmp_path: Path) -> No
 def test_the_compile_check_fails_without_a_host_compiler(tmp_path: Path) -> None:
     result = run_compile_check(tmp_path, compiler=False)
     assert result.returncode != 0 and "g++" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the stand-in nvcc compiles with this machine's g++")
+def test_the_compile_check_builds_where_programs_may_run_and_leaves_nothing(tmp_path: Path) -> None:
+    """Not in /tmp: docker's --tmpfs (the lab's hosts) and hardened laptops mount it noexec, and the
+    program then cannot run ("./probe: Permission denied", seen on the lab's Debian 12 host)."""
+    cmd = render_tasks(facts(FRESH_DEBIAN))[COMPILE].args.cmd
+    assert "mktemp -d -- '/var/lib/provision/cuda-check/probe.XXXXXX'" in cmd
+    assert run_compile_check(tmp_path).returncode == 0
+    assert list((tmp_path / "check").iterdir()) == []
