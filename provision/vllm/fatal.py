@@ -72,7 +72,10 @@ CAUSES: tuple[Cause, ...] = (
     _cause("invalid_value", r"^Value error, |(?:vllm|vllm serve|api_server\.py): error: argument ",
            "vLLM rejected a configuration value"),
     _cause("invalid_value", r"validation error for \w+", "vLLM rejected a configuration value"),
-    _cause("docker_failed", r"Error response from daemon", "docker could not start the container"),
+    # not the unit's `ExecStartPre=-docker rm -f` before a first start: docker prints "Error response from
+    # daemon: No such container: NAME" for a container that is not there (seen on docker 20.10.24 and 26)
+    _cause("docker_failed", r"Error response from daemon(?!: No such container)",
+           "docker could not start the container"),
 )
 GENERIC = re.compile(r"EngineCore failed to start|Engine core initialization failed|EngineCore encountered an issue")
 EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)\b(?::|$)")

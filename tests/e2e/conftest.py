@@ -75,6 +75,7 @@ def gpu_inventory(lab: Lab, nvidia_repo: RepoInfo, gpu_check_image: str) -> Call
             "nvidia_dkms_packages": [],
             "docker_insecure_registries": [lab.registry.address_for_hosts],
             "container_toolkit_check_image": gpu_check_image,
+            "container_toolkit_check_cuda": False,  # busybox: NVML only (test_cdi_serving checks CUDA)
             "preflight_min_free_gib": 2,
             **overrides,
         }

@@ -86,6 +86,7 @@ def up_laptop(lab: Lab) -> None:
         "nvidia_cuda_repo_base": repo.cuda_repos_base, "nvidia_container_repo_base": repo.container_toolkit_base,
         "nvidia_kernel_headers": {"debian": [], "ubuntu": []}, "nvidia_dkms_packages": [],
         "docker_insecure_registries": [lab.registry.address_for_hosts], "container_toolkit_check_image": checker,
+        "container_toolkit_check_cuda": False,
         "hf_endpoint": f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", "hf_token": token,
         "office_cache_trusted": True,
         "vllm_image": images["ok"], "vllm_ready_timeout": 300})

@@ -233,7 +233,8 @@ def test_the_gpu_roles_need_their_repositories_keys_and_driver_pin(tmp_path: Pat
     keyring = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
     assert needs.urls == [keyring, "https://nvidia.github.io/libnvidia-container/gpgkey"]
     assert [repo["name"] for repo in needs.repositories] == ["cuda", "nvidia-container-toolkit-keyring"]
-    assert {"nvidia-driver-cuda=580.95.05-*", "cuda-toolkit-12-9", "nvidia-container-toolkit=1.18.2-1"} <= set(
+    # g++: nvcc's host compiler, for the toolkit's compile check (from the release's own archive)
+    assert {"nvidia-driver-cuda=580.95.05-*", "cuda-toolkit-12-9", "g++", "nvidia-container-toolkit=1.18.2-1"} <= set(
         needs.packages)
     assert needs.components == {"/etc/apt/sources.list.d/debian.sources": ["contrib"],
                                 "/etc/apt/sources.list": ["contrib"]}

@@ -34,7 +34,7 @@ def test_docker_20_10_keeps_the_hook_and_takes_docker_s_cgroupfs_driver() -> Non
     assert all(rendered[name].skipped for name in CDI_TASKS)
     assert rendered[LEGACY_TASKS[0]].args.data == {"exec-opts": ["native.cgroupdriver=cgroupfs"]}
     assert rendered["a container sees the GPU"].args.cmd == (
-        "'/usr/local/sbin/provision-gpu-in-container-check' 'check:1' --gpus all")
+        "'/usr/local/sbin/provision-gpu-in-container-check' --cuda 'check:1' --gpus all")
 
 
 @pytest.mark.parametrize("version", [TRIXIE_DOCKER, "25.0.0", "28.5.1"])
@@ -43,7 +43,7 @@ def test_docker_25_and_newer_use_cdi(version: str) -> None:
     assert all(rendered[name].skipped for name in LEGACY_TASKS)
     assert rendered["docker reads CDI specs"].args.data == {"features": {"cdi": True}}
     assert rendered["a container sees the GPU"].args.cmd == (
-        "'/usr/local/sbin/provision-gpu-in-container-check' 'check:1' --device nvidia.com/gpu=all")
+        "'/usr/local/sbin/provision-gpu-in-container-check' --cuda 'check:1' --device nvidia.com/gpu=all")
 
 
 def test_the_choice_can_be_forced_either_way() -> None:

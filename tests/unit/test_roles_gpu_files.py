@@ -51,11 +51,12 @@ def test_the_initramfs_is_rebuilt_only_while_older_than_the_blacklist(tmp_path) 
 
 def test_cuda_toolkit_package_path_and_check_or_nothing_when_off() -> None:
     rendered = render_tasks(facts(FRESH_DEBIAN))
-    assert rendered["CUDA toolkit installed"].args.name == ["cuda-toolkit-12-9"]
+    assert rendered["CUDA toolkit installed"].args.name == ["cuda-toolkit-12-9", "g++"]
     assert "release 12.9," in rendered["nvcc reports the CUDA version"].args.cmd
     off = render_tasks(facts(FRESH_DEBIAN), cuda_toolkit_enabled=False)
     assert all(off[name].skipped for name in (
-        "CUDA toolkit installed", "CUDA on PATH and LD_LIBRARY_PATH", "nvcc reports the CUDA version"))
+        "CUDA toolkit installed", "CUDA on PATH and LD_LIBRARY_PATH", "nvcc reports the CUDA version",
+        "nvcc compiles and links a CUDA program"))
 
 
 def test_cuda_profile_entry_adds_the_toolkit_once_for_login_shells() -> None:
@@ -99,14 +100,15 @@ def test_nvidia_ctk_runs_only_while_daemon_json_lacks_the_nvidia_runtime(tmp_pat
 def test_the_gpu_in_a_container_is_checked_once_per_run() -> None:
     quiet = render_tasks(facts(FRESH_DEBIAN), container_toolkit_check_image="10.0.2.2:5000/check:1")
     assert quiet["a container sees the GPU"].args.cmd == (
-        "'/usr/local/sbin/provision-gpu-in-container-check' '10.0.2.2:5000/check:1' --gpus all")
+        "'/usr/local/sbin/provision-gpu-in-container-check' --cuda '10.0.2.2:5000/check:1' --gpus all")
     # docker due for a restart (notified in this run, or left over by a killed run): the handler checks
     due = {"notified_handlers": ["restart docker", "a container sees the GPU after the restart"]}
     assert render_tasks(facts(FRESH_DEBIAN), registered=due)["a container sees the GPU"].skipped
     handler = render_tasks(facts(FRESH_DEBIAN), handlers=True)["a container sees the GPU after the restart"]
     # after a restart it checks for real, whatever pass it kept (the digest may not see what moved)
     assert handler.args.cmd == ("PROVISION_GPU_CHECK_AGAIN=1 "
-                                "'/usr/local/sbin/provision-gpu-in-container-check' 'ubuntu:24.04' --gpus all")
+                                "'/usr/local/sbin/provision-gpu-in-container-check' --cuda "
+                                "'vllm/vllm-openai:v0.21.0-cu129' --gpus all")
 
 
 def test_host_tuning_items_and_their_switches() -> None:

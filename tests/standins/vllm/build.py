@@ -7,8 +7,13 @@ Layers, shared by every variant so a host pulls them once:
   2. the REAL Hugging Face client (huggingface_hub and its dependencies, wheels from PyPI unpacked
      into /usr/local/lib/python3.11/dist-packages) with its `hf` command, as the real image ships it.
   3. the stand-in server as the package `vllm`, the `vllm` command and ENTRYPOINT ["vllm", "serve"]
-     (`python3 -m vllm.entrypoints.openai.api_server --model M` works too).
-Each variant only adds `ENV STANDIN_BEHAVIOUR=<behaviour>` (no layer): `vllm-openai:standin-<b>`.
+     (`python3 -m vllm.entrypoints.openai.api_server --model M` works too), a stand-in `torch` whose
+     `torch.cuda.init()` fails as the real one does (vllm/cuda.py), and CUDA's forward-compatibility
+     libcuda in /usr/local/cuda-12.9/compat, as the real cu129 image ships it (cuda-compat-12-9,
+     575.57.08), not on the library path.
+Each variant only adds `ENV STANDIN_BEHAVIOUR=<behaviour>` (no layer): `vllm-openai:standin-<b>`;
+`cuda-compat` also names the compat folder in /etc/ld.so.conf.d, as vLLM's images from 0.15 did
+(gpustack/gpustack#4678): CUDA then fails with Error 803 in it.
 
     python -m tests.standins.vllm.build [--registry 127.0.0.1:5000] [--pull-registry 10.0.2.2:5000]
 """
@@ -41,7 +46,11 @@ REGISTRY_PATH = "vllm/vllm-openai"
 BASE_PACKAGES = ("python3", "ca-certificates", "curl")
 HF_REQUIREMENT = "huggingface_hub==2.4.0"
 SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"
-SERVER_FILES = ("*.py", "vllm_flags.txt", "entrypoints/**/*.py")
+SERVER_FILES = ("*.py", "vllm_flags.txt", "entrypoints/**/*.py", "torch/**/*.py")
+TOP_LEVEL = ("torch",)  # stand-in packages of their own, beside `vllm` in site-packages
+COMPAT_DIR = "usr/local/cuda-12.9/compat"
+COMPAT_VERSION = "575.57.08"  # cuda-compat-12-9's libcuda (NVIDIA's CUDA repository, 12.9.1)
+COMPAT_CONF = "cuda-compat.conf"  # its name in vLLM 0.15 images (vllm-project/vllm#33992 removes it by it)
 LEFT_OUT = ("build.py", "extract_flags.py", "launch.py")
 Log = Callable[[str], None]
 
@@ -51,6 +60,7 @@ COPY hf-client/ /{site}/
 COPY hf /usr/local/bin/hf
 COPY standin/ /{site}/
 COPY vllm /usr/local/bin/vllm
+COPY cuda-compat/ /{compat}/
 ENV PYTHONDONTWRITEBYTECODE=1
 EXPOSE 8000
 ENTRYPOINT ["vllm", "serve"]
@@ -152,11 +162,13 @@ def _server_files() -> Iterable[Path]:
 def _build_context(context: Path, base: str, wheels: list[Path]) -> None:
     """Two folders, two layers: the HF client (changes rarely) before the stand-in (changes often)."""
     client_site, standin_site = context / "hf-client", context / "standin"
+    client_site.mkdir(parents=True, exist_ok=True)
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(client_site)
     for path in _server_files():
-        target = standin_site / "vllm" / path.relative_to(HERE)
+        relative = path.relative_to(HERE)
+        target = standin_site / (relative if relative.parts[0] in TOP_LEVEL else "vllm" / relative)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
     for site in (client_site, standin_site):
@@ -167,7 +179,11 @@ def _build_context(context: Path, base: str, wheels: list[Path]) -> None:
     for name, text in (("vllm", VLLM_SCRIPT), ("hf", HF_SCRIPT)):
         (context / name).write_text(text)
         (context / name).chmod(0o755)
-    (context / "Dockerfile").write_text(DOCKERFILE.format(base=base, site=SITE_PACKAGES))
+    compat = context / "cuda-compat"
+    compat.mkdir()
+    (compat / f"libcuda.so.{COMPAT_VERSION}").write_text("STAND-IN of CUDA's forward-compatibility libcuda\n")
+    (compat / "libcuda.so.1").symlink_to(f"libcuda.so.{COMPAT_VERSION}")
+    (context / "Dockerfile").write_text(DOCKERFILE.format(base=base, site=SITE_PACKAGES, compat=COMPAT_DIR))
 
 
 def build_local_images(client: docker.DockerClient | None = None, *, behaviours: Iterable[str] = BEHAVIOURS,
@@ -188,6 +204,9 @@ def build_local_images(client: docker.DockerClient | None = None, *, behaviours:
             raise ValueError(f"unknown behaviour {behaviour!r}; one of {', '.join(BEHAVIOURS)}")
         changes = [f"ENV STANDIN_BEHAVIOUR={behaviour}", *(f"ENV {k}={v}" for k, v in (env or {}).items())]
         with tempfile.TemporaryDirectory(prefix="vllm-standin-variant-") as folder:
+            if behaviour == "cuda-compat":
+                Path(folder, COMPAT_CONF).write_text(f"/{COMPAT_DIR}\n")
+                changes.append(f"COPY {COMPAT_CONF} /etc/ld.so.conf.d/{COMPAT_CONF}")
             Path(folder, "Dockerfile").write_text(f"FROM {common.id}\n" + "\n".join(changes) + "\n")
             tag = f"{IMAGE_REPO}:standin-{behaviour}"
             client.images.build(path=folder, tag=tag, rm=True, forcerm=True)

@@ -188,6 +188,10 @@ LINES: dict[str, RealLine] = {
                              note="vLLM 0.33.0's source text (PyPI wheel); no posted log has it"),
     "engine_init_failed": _line(None, "", "RuntimeError: Engine core initialization failed. See root cause above.",
                                 "unknown__vllm-19045.log", tail=" Failed core proc(s): {{'EngineCore': 1}}"),
+    "cuda_803": _line(None, "", "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+                      "functions before calling NumCudaDevices() that might have already set an error? Error 803: "
+                      "system has unsupported display driver / cuda driver combination",
+                      "cuda_driver_mismatch__gpustack-4678.log"),
     "no_device": _line(None, "", "RuntimeError: Failed to infer device type, please set the environment variable",
                        "no_gpu_in_container__index-60066888710.log"),
     "no_device_2": _line(None, "", "`VLLM_LOGGING_LEVEL=DEBUG` to turn on verbose logging to help debug the issue.",

@@ -53,7 +53,8 @@ from .startup import EngineSettings, EngineStartFailure, start_engine
 # driver too old or no GPU runtime, happen before any vLLM runs and are not the image's to show)
 FAILURES = ("kv-cache-too-small", "cuda-oom", "no-kernel-image", "no-cache-blocks", "gpu-memory-taken", "no-gpu",
             "weights-missing", "bad-config", "mmap-failed")
-BEHAVIOURS = ("ok", *FAILURES, "wrong-vision", "alternating", "slow-start")
+# cuda-compat: the image's compat libcuda is on the library path (build.py); CUDA fails with 803 (cuda.py)
+BEHAVIOURS = ("ok", *FAILURES, "wrong-vision", "alternating", "slow-start", "cuda-compat")
 VERSION = "0.21.0"
 ROUTES = (("/openapi.json", "HEAD, GET"), ("/docs", "HEAD, GET"), ("/docs/oauth2-redirect", "HEAD, GET"),
           ("/redoc", "HEAD, GET"), ("/tokenize", "POST"), ("/detokenize", "POST"), ("/load", "GET"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from .cuda import compat_mismatch
 from .logs import API_SERVER, ENGINE_CORE, VllmLog
 from .memory import (
     GIB,
@@ -107,6 +108,8 @@ def start_engine(log: VllmLog, settings: EngineSettings) -> EngineReady:
     step = settings.ready_delay / (4 if eager else 5)
     plan = plan_memory(memory)
     _engine_config(log, settings)
+    if compat_mismatch() is not None:  # the worker's torch.cuda.set_device: CUDA cannot start (cuda.py)
+        raise _fail(log, [("cuda_803", {})])
     if plan.free_gib < plan.requested_gib:
         raise _fail(log, [("free_memory", {"free": plan.free_gib, "total": memory.total_gib,
                                            "utilization": memory.gpu_memory_utilization,
