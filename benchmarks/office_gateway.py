@@ -82,6 +82,7 @@ def one(url, max_tokens, streamed, label):
     record["end"] = time.monotonic()
     record["ok"] = record["status"] == 200 and record["tokens"] == max_tokens
     say(record)
+    return record["ok"]
 mode = sys.argv[1]
 if mode == "ttft":  # URL_A URL_B PAIRS: one streamed request to each, alternating which goes first
     a, b, pairs = sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -94,7 +95,8 @@ elif mode == "load":  # URL SECONDS CONCURRENCY MAX_TOKENS STREAMED: users in a 
     until = time.monotonic() + seconds
     def user(index):
         while time.monotonic() < until:
-            one(url, max_tokens, streamed, "u%d" % index)
+            if not one(url, max_tokens, streamed, "u%d" % index):
+                time.sleep(0.2)  # a user tries again a moment later, not in a tight loop
     threads = [threading.Thread(target=user, args=(index,)) for index in range(users)]
     [thread.start() for thread in threads]; [thread.join() for thread in threads]
 elif mode == "burst":  # URL COUNT:MAX_TOKENS,...: each wave at once, 0.3 s apart, non-streamed
@@ -309,16 +311,20 @@ def scenario_e(bench: Bench) -> list[str]:
     local = subprocess.Popen([sys.executable, "-c", DRIVER, "load", url, "40", "3", "20", "1"],
                              stdout=subprocess.PIPE, text=True, env={"BENCH_KEY": API_KEY, "PATH": "/usr/bin:/bin"})
     time.sleep(4)
+    before = office.gateway.exec("systemctl show -p MainPID --value haproxy")[1].strip()
     off = time.monotonic()
     office.gateway.stop(timeout=10)
     office.gateway.reboot_restart()
     on = time.monotonic()
+    # a new boot: PID 1 (systemd) started seconds ago, haproxy is another process
+    booted = office.gateway.exec("ps -o etimes= -p 1; systemctl show -p MainPID --value haproxy")[1].split()
     output, _ = local.communicate(timeout=120)
     done = records(output)
     failed = [r for r in done if not r["ok"]]
     served_after = [r for r in done if r["ok"] and r["start"] > off]
     back = min((r["first"] or r["end"] for r in served_after), default=float("nan"))
     after_back = [r for r in failed if r["start"] > back]
+    say(f"  e: haproxy pid {before} before, {booted[1:]} after; the host's PID 1 up for {booted[0]} s")
     return [f"e: gateway host powered off and on ({on - off:.1f} s until its SSH answered again): first streamed "
             f"token again {back - off:.1f} s after the power-off; failed {len(failed)} of {len(done)} streamed "
             f"requests, {len(after_back)} of them started after it was back -> {'PASS' if not after_back else 'FAIL'}"]
