@@ -25,6 +25,7 @@ Usage: benchmarks/office_gateway.py [--scenarios a,b,c,d,e] [--keep]   (runs its
 from __future__ import annotations
 
 import argparse
+import csv
 import io
 import json
 import re
@@ -45,7 +46,13 @@ sys.path.insert(0, str(REPO))
 
 from provision.shell import quote  # noqa: E402
 from provision.vllm.bench import STREAMING  # noqa: E402
-from tests.e2e.office_gateway_support import GATEWAY_PORT, Office, open_office, start_backend  # noqa: E402
+from tests.e2e.office_gateway_support import (  # noqa: E402
+    ADMIN_SOCKET,
+    GATEWAY_PORT,
+    Office,
+    open_office,
+    start_backend,
+)
 from tests.lab import Lab, LabHost  # noqa: E402
 from tests.unit.serving_support import API_KEY  # noqa: E402
 
@@ -189,6 +196,8 @@ def scenario_a(bench: Bench) -> list[str]:
                 bad = sum(count for code, count in result["statuses"].items() if code != 200) + result["errors"]
                 rounds[label].append(result["rps"])
                 say(f"  a: hey {label:7s} round {index + 1}: {result['rps']:.2f} requests/s ({bad} not 200)")
+                if bad:
+                    say("  " + result["raw"].partition("Status code distribution:")[2].strip().replace("\n", "\n  "))
     finally:
         for other in others:
             office.admin("ready", other.name)
@@ -330,6 +339,15 @@ def scenario_e(bench: Bench) -> list[str]:
             f"requests, {len(after_back)} of them started after it was back -> {'PASS' if not after_back else 'FAIL'}"]
 
 
+def checks_view(office: Office) -> str:
+    """Each backend's health-check counters as HAProxy shows them (failed checks, times marked DOWN)."""
+    _, output = office.gateway.exec(f"printf 'show stat\\n' | socat stdio {ADMIN_SOCKET}")
+    rows = csv.DictReader(line.removeprefix("# ") for line in output.splitlines() if line.strip())
+    return "; ".join(f"{row['svname']}: {row['chkfail']} failed checks, {row['chkdown']} DOWN, last "
+                     f"{row['check_status']} in {row['check_duration']} ms"
+                     for row in rows if row["pxname"] == "vllm" and row["svname"] != "BACKEND")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default="a,b,c,d,e")
@@ -362,7 +380,7 @@ def main() -> None:
             lines = runs[name]()
             for line in lines:
                 say(line)
-            say(f"  ({name}: {time.monotonic() - began:.0f} s)")
+            say(f"  ({name}: {time.monotonic() - began:.0f} s; checks so far: {checks_view(office)})")
             figures += lines
         say("\n".join(["", "=== office gateway figures ===", *figures]))
     finally:
