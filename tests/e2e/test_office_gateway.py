@@ -179,7 +179,7 @@ def ask(office: Office, max_tokens: int) -> tuple[int, str, float]:
 
 
 def test_every_backend_busy_requests_wait_in_the_queue_then_get_a_503_with_retry_after(converged, office) -> None:
-    """2 backends x max_num_seqs 4 = 8 requests of 5 s (250 tokens at 50 tok/s) fill the office; 2 more
+    """2 backends x max_num_seqs 4 = 8 requests of 5-6 s (250 tokens at 50 tok/s) fill the office; 2 more
     wait in the gateway's queue for its timeout (3 s here), then get the 503 with Retry-After; none lost."""
     for host in office.backends:
         wait_for(office, host.name, "UP", 30)
@@ -190,8 +190,11 @@ def test_every_backend_busy_requests_wait_in_the_queue_then_get_a_503_with_retry
     deadline = time.monotonic() + 10
     while sum(server.in_flight for server in office.servers().values()) < 8:
         assert time.monotonic() < deadline, office.servers()
-    extra = [ask(office, 8) for _ in range(2)]
-    for thread in busy:
+    extra: list[tuple[int, str, float]] = []
+    waiting = [threading.Thread(target=lambda: extra.append(ask(office, 8))) for _ in range(2)]
+    for thread in waiting:  # at once: both queue while the 8 run
+        thread.start()
+    for thread in [*waiting, *busy]:
         thread.join()
     assert [(status, retry_after) for status, retry_after, _ in extra] == [(503, "5")] * 2, extra
     assert all(2.5 < waited < 4.5 for _, _, waited in extra), extra  # queued for 3 s, not refused at once
