@@ -29,6 +29,7 @@ import csv
 import io
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -394,6 +395,7 @@ def main() -> None:
             say(f"lab kept: {work / 'lab'}")
         else:
             lab.down()
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
