@@ -215,18 +215,22 @@ class Generation:
     def _pace(self, emit: Any) -> int:
         """Sleep through prefill and decode at the request's rate, calling emit(token) on time."""
         number = self.state.next_request_number()
-        rate = decode_rate(self.state.tokens_per_s, self.state.limits.behaviour, number,
-                           self.state.metrics.running)
         started = time.monotonic()
         time.sleep(0.01 + self.job.prompt_tokens / PREFILL_TOKENS_PER_S)
-        first_token_at = time.monotonic()
+        first_token_at = next_at = time.monotonic()
         self.state.metrics.first_token(first_token_at - started)
-        for index, token in enumerate(self.job.tokens):
-            delay = first_token_at + index / rate - time.monotonic()
+        rate = self.state.tokens_per_s
+        for token in self.job.tokens:
+            delay = next_at - time.monotonic()
             if delay > 0.002:
                 time.sleep(delay)
             emit(token)
             self.state.metrics.token_generated()
+            # every step of the batch is paced by the sequences running now: a stream slows down
+            # when another joins and speeds up when one finishes, as in vLLM's continuous batching
+            rate = decode_rate(self.state.tokens_per_s, self.state.limits.behaviour, number,
+                               self.state.metrics.running)
+            next_at += 1 / rate
         record_request(self.job.user, first_token_at, time.monotonic(), len(self.job.tokens), rate)
         return len(self.job.tokens)
 
@@ -237,10 +241,12 @@ class Generation:
 
     def _choice(self, text: str | None, finish: str | None, first: bool = False) -> dict[str, Any]:
         if self.chat:
+            # vLLM's chat chunks carry "finish_reason" always (null until the end) and "stop_reason"
+            # only on the finishing chunk (a real stream: tests/standins/vllm/real_stream.txt)
             delta: dict[str, Any] = {"role": "assistant", "content": ""} if first else (
                 {"content": text} if text is not None else {})
-            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-                    "stop_reason": None}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return {**choice, "stop_reason": None} if finish else choice
         return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish,
                 "stop_reason": None}
 
@@ -284,13 +290,17 @@ class Generation:
         last = len(self.job.tokens) - 1
         tokens_sent = [0]
 
+        # Cut at max_tokens, the last token's chunk finishes ("length"); a natural stop's end-of-sequence
+        # token decodes to nothing, so it finishes in a chunk of empty content (as in real_stream.txt).
+        cut = self.job.finish_reason == "length"
+
         def emit(token: str) -> None:
-            finish = self.job.finish_reason if tokens_sent[0] == last else None
+            finish = self.job.finish_reason if cut and tokens_sent[0] == last else None
             self._write_event(self._chunk([self._choice(token, finish)]))
             tokens_sent[0] += 1
 
         emitted = self._pace(emit)
-        if not self.job.tokens:
+        if not self.job.tokens or not cut:
             self._write_event(self._chunk([self._choice("", self.job.finish_reason)]))
         if self.job.include_usage:
             self._write_event(self._chunk([], self._usage()))
