@@ -53,25 +53,37 @@ def endpoint_lines(plays: list[Play], playbook: Path, inventory: Inventory, resu
 GATEWAY_ROLE = "office_gateway"
 
 
-def office_lines(plays: list[Play], playbook: Path, inventory: Inventory, result: RunResult,
-                 extra_vars: dict[str, Any]) -> list[str]:
-    """For each office gateway whose run included its role and did not fail: the one URL of the office."""
+def office_gateways(plays: list[Play], playbook: Path, inventory: Inventory, result: RunResult,
+                    extra_vars: dict[str, Any]) -> list[tuple[str, Host, dict[str, Any]]]:
+    """Each office gateway whose run included its role and did not fail: its name, host and variables."""
     try:
         play = serving_play(plays, playbook, GATEWAY_ROLE)
     except InputError:
         return []
-    lines = []
+    gateways = []
     for name, host_result in result.hosts.items():
         if host_result.failed or host_result.unreachable or not any(
                 task.role == GATEWAY_ROLE for task in host_result.tasks):
             continue
         host = inventory.host(name)
-        variables = host_variables(play, host, extra_vars)
-        scheme = "https" if variables.get("office_gateway_tls_certificate") else "http"  # docs/office-users.md
-        url = f"{scheme}://{office_address(host, variables)}:{variables.get('office_gateway_port')}/v1"
-        verb = "would be" if result.check else "is"
-        lines.append(f"the office endpoint {verb} {url} ({name}: every model server of the inventory behind it)")
-    return lines
+        gateways.append((name, host, host_variables(play, host, extra_vars)))
+    return gateways
+
+
+def office_url(host: Host, variables: dict[str, Any], path: str) -> str:
+    """The office endpoint's URL of `path` on this gateway: https with the user's certificate
+    (docs/office-users.md)."""
+    scheme = "https" if variables.get("office_gateway_tls_certificate") else "http"
+    return f"{scheme}://{office_address(host, variables)}:{variables.get('office_gateway_port')}{path}"
+
+
+def office_lines(plays: list[Play], playbook: Path, inventory: Inventory, result: RunResult,
+                 extra_vars: dict[str, Any]) -> list[str]:
+    """For each office gateway whose run included its role and did not fail: the one URL of the office."""
+    verb = "would be" if result.check else "is"
+    return [f"the office endpoint {verb} {office_url(host, variables, '/v1')} ({name}: every model server of "
+            "the inventory behind it)"
+            for name, host, variables in office_gateways(plays, playbook, inventory, result, extra_vars)]
 
 
 def office_address(host: Host, variables: dict[str, Any]) -> str:

@@ -14,16 +14,13 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from provision.cli.endpoints import GATEWAY_ROLE, office_address
+from provision.cli.endpoints import office_gateways, office_url
 from provision.cli.fleet import run_on, status_rows
 from provision.cli.gateway import backend_names
 from provision.cli.inputs import playbook_of
-from provision.cli.serving import serving_play
-from provision.errors import InputError
 from provision.inventory.model import Inventory
 from provision.playbook.model import Play
 from provision.runner.results import RunResult
-from provision.runner.runner import host_variables
 from provision.secrets import REDACTOR
 from provision.shell import quote
 from provision.status_page.page import LIVE, render_page
@@ -45,23 +42,14 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
     one line that says whether it changed (not in check mode: nothing is written then)."""
     if result.check:
         return []
-    try:
-        play = serving_play(plays, playbook_of(args), GATEWAY_ROLE)
-    except InputError:
-        return []
     lines = []
-    for name, host_result in result.hosts.items():
-        if host_result.failed or host_result.unreachable or not any(
-                task.role == GATEWAY_ROLE for task in host_result.tasks):
-            continue
-        gateway = inventory.host(name)
-        variables = host_variables(play, gateway, extra_vars)
+    for name, gateway, variables in office_gateways(plays, playbook_of(args), inventory, result, extra_vars):
         names = backend_names(inventory, gateway)
         rows: dict[str, dict[str, Any]] = {}
         if names:
             _, rows = status_rows(argparse.Namespace(**{**vars(args), "limit": ",".join(names)}))
         page = render_page(REDACTOR.document(rows), live=LIVE)
-        url = f"http://{office_address(gateway, variables)}:{variables.get('office_gateway_port')}/status"
+        url = office_url(gateway, variables, "/status")
         if len(page.encode()) > MAX_PAGE_BYTES:
             lines.append(f"{name}: the status page is not published: {len(page.encode())} bytes, more than the "
                          f"{MAX_PAGE_BYTES} HAProxy answers from one buffer")

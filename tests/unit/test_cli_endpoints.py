@@ -45,3 +45,17 @@ def test_a_host_behind_a_forwarded_ssh_port_gets_the_tunnel_to_its_endpoint(tmp_
     plain = load_inventory(REPO / "inventory" / "host.yaml")
     [line] = endpoint_lines(load_playbook(SITE), SITE, plain, result(), {})
     assert "ssh -N" not in line, "a host on the LAN answers at its own address"
+
+
+def test_the_office_urls_are_https_with_the_users_certificate():
+    """`up`'s office endpoint line and the status page's line share one rule: https once
+    office_gateway_tls_certificate is set, the address users reach the gateway by."""
+    from provision.cli.endpoints import office_url
+    from provision.inventory.model import Host
+
+    gateway = Host(name="gw", address="192.168.1.9")
+    plain = {"office_gateway_port": 8000, "office_gateway_tls_certificate": ""}
+    assert office_url(gateway, plain, "/v1") == "http://192.168.1.9:8000/v1"
+    tls = {"office_gateway_port": 8443, "office_gateway_tls_certificate": "office.pem",
+           "office_gateway_address": "llm.office.lan"}
+    assert office_url(gateway, tls, "/status") == "https://llm.office.lan:8443/status"
