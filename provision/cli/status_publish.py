@@ -2,7 +2,9 @@
 published where HAProxy serves it at /status, after the run.
 
 The page holds the facts of every backend of the gateway as `provision status` reads them now (so
-`up --limit GATEWAY` still shows every host), and page.js reads the live parts in the browser.
+`up --limit GATEWAY` still shows every host), and the office cache's figures (hit rates, bytes, disk)
+when the inventory has a cache host, as `provision status` reads them, with the time they were read;
+page.js reads the live parts in the browser.
 provision/office_gateway/publish.sh writes it on the gateway only when it changed, and reloads
 HAProxy then; the line `up` prints says which.
 """
@@ -14,8 +16,9 @@ import base64
 from pathlib import Path
 from typing import Any
 
+from provision.cli.cache_status import cache_hosts, cache_row
 from provision.cli.endpoints import GATEWAY_ROLE, office_address
-from provision.cli.fleet import run_on, status_rows
+from provision.cli.fleet import on_each_host, run_on, status_rows
 from provision.cli.gateway import backend_names
 from provision.cli.inputs import playbook_of
 from provision.cli.serving import serving_play
@@ -49,7 +52,8 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
         play = serving_play(plays, playbook_of(args), GATEWAY_ROLE)
     except InputError:
         return []
-    lines = []
+    lines: list[str] = []
+    caches: dict[str, dict[str, Any]] | None = None  # read once, for the first gateway that needs them
     for name, host_result in result.hosts.items():
         if host_result.failed or host_result.unreachable or not any(
                 task.role == GATEWAY_ROLE for task in host_result.tasks):
@@ -60,7 +64,9 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
         rows: dict[str, dict[str, Any]] = {}
         if names:
             _, rows = status_rows(argparse.Namespace(**{**vars(args), "limit": ",".join(names)}))
-        page = render_page(REDACTOR.document(rows), live=LIVE)
+        if caches is None:
+            caches = on_each_host(args, cache_hosts(inventory.hosts), lambda host: cache_row(host, args, run_on))
+        page = render_page(REDACTOR.document(rows), live=LIVE, caches=REDACTOR.document(caches))
         url = f"http://{office_address(gateway, variables)}:{variables.get('office_gateway_port')}/status"
         if len(page.encode()) > MAX_PAGE_BYTES:
             lines.append(f"{name}: the status page is not published: {len(page.encode())} bytes, more than the "
@@ -71,7 +77,8 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
         rc, stdout, stderr = run_on(gateway, args, script, 60)
         said = stdout.strip().splitlines()[-1:] or [""]
         if rc == 0 and said[0] in ("status page written", "status page unchanged"):
-            lines.append(f"{said[0]}: {url} ({name}: {len(rows)} hosts)")
+            cached = f", office cache {', '.join(caches)}" if caches else ""
+            lines.append(f"{said[0]}: {url} ({name}: {len(rows)} hosts{cached})")
         else:
             lines.append(f"{name}: the status page is not published: {(stderr.strip() or stdout.strip())[-500:]}")
     return lines
