@@ -147,7 +147,7 @@ def test_the_live_page_shows_host_values_as_text_and_page_js_writes_none_as_mark
 
 # `provision/office_cache/status.sh`'s output on the lab's real office cache (roles/office_cache on a
 # Debian 12 lab host, after two clients were rolled out through it): tests/e2e/test_office_cache.py,
-# test_status_shows_the_cache_services_and_hit_rates, keeps it (fixtures/recorded/SOURCES.md).
+# test_status_shows_the_cache_services_and_hit_rates, keeps it (recorded 2026-12-03; the file says so).
 CACHE_OUTPUT = Path(__file__).parent / "fixtures/recorded/office_cache_status.txt"
 
 
