@@ -34,8 +34,9 @@ def cache_row(host: Host, args: argparse.Namespace, run_on: RunOn) -> dict[str, 
         "apt": {"served_bytes": status.apt_served_bytes, "upstream_bytes": status.apt_upstream_bytes,
                 "hit_rate": status.apt_hit_rate},
         "hub": {"hit_bytes": status.hub_hit_bytes, "miss_bytes": status.hub_miss_bytes,
-                "hit_rate": status.hub_hit_rate},
+                "hit_rate": status.hub_hit_rate, "max_size": status.hub_max_size or None},
         "disk_free_gib": None if status.disk_free_kib is None else round(status.disk_free_kib / GIB_KIB, 1),
+        "disk_used_gib": None if status.disk_used_kib is None else round(status.disk_used_kib / GIB_KIB, 1),
     }
 
 

@@ -2,7 +2,9 @@
 published where HAProxy serves it at /status, after the run.
 
 The page holds the facts of every backend of the gateway as `provision status` reads them now (so
-`up --limit GATEWAY` still shows every host), and page.js reads the live parts in the browser.
+`up --limit GATEWAY` still shows every host), and the office cache's figures (hit rates, bytes, disk)
+when the inventory has a cache host, as `provision status` reads them, with the time they were read;
+page.js reads the live parts in the browser.
 provision/office_gateway/publish.sh writes it on the gateway only when it changed, and reloads
 HAProxy then; the line `up` prints says which.
 """
@@ -14,8 +16,9 @@ import base64
 from pathlib import Path
 from typing import Any
 
+from provision.cli.cache_status import cache_hosts, cache_row
 from provision.cli.endpoints import office_gateways, office_url
-from provision.cli.fleet import run_on, status_rows
+from provision.cli.fleet import on_each_host, run_on, status_rows
 from provision.cli.gateway import backend_names
 from provision.cli.inputs import playbook_of
 from provision.inventory.model import Inventory
@@ -42,13 +45,16 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
     one line that says whether it changed (not in check mode: nothing is written then)."""
     if result.check:
         return []
-    lines = []
+    lines: list[str] = []
+    caches: dict[str, dict[str, Any]] | None = None  # read once, for the first gateway that needs them
     for name, gateway, variables in office_gateways(plays, playbook_of(args), inventory, result, extra_vars):
         names = backend_names(inventory, gateway)
         rows: dict[str, dict[str, Any]] = {}
         if names:
             _, rows = status_rows(argparse.Namespace(**{**vars(args), "limit": ",".join(names)}))
-        page = render_page(REDACTOR.document(rows), live=LIVE)
+        if caches is None:
+            caches = on_each_host(args, cache_hosts(inventory.hosts), lambda host: cache_row(host, args, run_on))
+        page = render_page(REDACTOR.document(rows), live=LIVE, caches=REDACTOR.document(caches))
         url = office_url(gateway, variables, "/status")
         if len(page.encode()) > MAX_PAGE_BYTES:
             lines.append(f"{name}: the status page is not published: {len(page.encode())} bytes, more than the "
@@ -59,7 +65,8 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
         rc, stdout, stderr = run_on(gateway, args, script, 60)
         said = stdout.strip().splitlines()[-1:] or [""]
         if rc == 0 and said[0] in ("status page written", "status page unchanged"):
-            lines.append(f"{said[0]}: {url} ({name}: {len(rows)} hosts)")
+            cached = f", office cache {', '.join(caches)}" if caches else ""
+            lines.append(f"{said[0]}: {url} ({name}: {len(rows)} hosts{cached})")
         else:
             lines.append(f"{name}: the status page is not published: {(stderr.strip() or stdout.strip())[-500:]}")
     return lines

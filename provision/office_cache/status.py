@@ -25,6 +25,8 @@ class CacheStatus:
     hub_hit_bytes: int = 0
     hub_miss_bytes: int = 0
     disk_free_kib: int | None = None
+    disk_used_kib: int | None = None
+    hub_max_size: str = ""  # nginx's max_size of the hub cache as its config writes it (e.g. 200g)
 
     @property
     def apt_hit_rate(self) -> float | None:
@@ -48,10 +50,11 @@ def parse_cache_status(stdout: str) -> CacheStatus:
     def number(key: str) -> int:
         text = values.get(key, "").strip()
         return int(text) if text.isdigit() else 0
-    free = values.get("disk.free_kib", "").strip()
+    free, used = (values.get(f"disk.{key}_kib", "").strip() for key in ("free", "used"))
     return CacheStatus(
         units={unit: values.get(f"unit.{unit}", "").strip() or "unknown" for unit in UNITS},
         apt_upstream_bytes=number("apt.upstream_bytes"), apt_served_bytes=number("apt.served_bytes"),
         hub_hit_bytes=number("hub.hit_bytes"), hub_miss_bytes=number("hub.miss_bytes"),
-        disk_free_kib=int(free) if free.isdigit() else None,
+        disk_free_kib=int(free) if free.isdigit() else None, disk_used_kib=int(used) if used.isdigit() else None,
+        hub_max_size=values.get("hub.max_size", "").strip(),
     )

@@ -12,4 +12,6 @@ awk -F'|' '$2 == "I" { i += $3 } $2 == "O" { o += $3 } END { printf "apt.upstrea
 awk '$(NF-1) == "HIT" || ($(NF-1) == "-" && $(NF-2) == 200 && $0 ~ /\/resolve\//) { h += $NF }
      $(NF-1) == "MISS" || $(NF-1) == "EXPIRED" { m += $NF }
      END { printf "hub.hit_bytes=%d\nhub.miss_bytes=%d\n", h, m }' /var/log/nginx/provision-hf-mirror.log 2>/dev/null
+# The hub cache's bound: nginx's max_size, as the config on the host says (roles/office_cache).
+sed -n 's/.*max_size=\([0-9]*[kKmMgG]\?\).*/hub.max_size=\1/p' /etc/nginx/conf.d/provision-hf-mirror.conf 2>/dev/null
 df -Pk /var/cache 2>/dev/null | awk 'NR == 2 { printf "disk.free_kib=%s\ndisk.used_kib=%s\n", $4, $3 }'

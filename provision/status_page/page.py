@@ -51,6 +51,7 @@ table.facts { border-collapse: collapse; width: 100%; }
 .chart { width: 100%; min-height: 220px; margin-top: 8px; } .chart:empty { display: none; }
 .muted { opacity: .7; font-size: .9em; }
 .host h3 { font-size: 1em; margin: 10px 0 0; }
+h2.section { font-size: 1.15em; margin: 18px 0 2px; }
 @media (max-width: 600px) { body { padding: 6px; font-size: 14px; } .facts th { width: 45%; } }
 """
 
@@ -234,9 +235,64 @@ def _heading(rows: dict[str, dict[str, Any]], collected_at: float, live: Live | 
             f"Charts by uPlot {UPLOT_VERSION} (MIT).</p>")
 
 
-def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = None, live: Live | None = None) -> str:
+def _bytes(value: Any) -> str:
+    """Bytes as a person reads them, rounded so that a few more kilobytes do not change the text."""
+    if not isinstance(value, int | float):
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value / 1024:.0f} KiB"
+
+
+def _rate(value: Any) -> str:
+    return f"{value:.0%}" if isinstance(value, int | float) else "-"
+
+
+def cache_cards(caches: dict[str, dict[str, Any]], read_at: float) -> str:
+    """The office cache hosts' cards (`provision status --json`'s `office_cache` rows, cache_status.py):
+    services, hit rates by bytes, disk. The figures are those `provision up` read, not live: the time
+    they were read is on a line of its own (data-read-at), which publish.sh leaves out when it compares,
+    so an `up` that reads the same figures (as shown, rounded) leaves the page unchanged."""
+    if not caches:
+        return ""
+    cards = []
+    for name, row in caches.items():
+        if "error" in row:
+            table = _row("error", _text(row["error"]), "bad")
+        else:
+            apt, hub = row.get("apt") or {}, row.get("hub") or {}
+            services = row.get("services") or {}
+            down = [unit for unit, state in services.items() if state != "active"]
+            table = "".join([
+                _row("services", escape(", ".join(f"{unit} {state}" for unit, state in services.items())),
+                     "bad" if down else "ok"),
+                _row("apt hit rate", f"{_rate(apt.get('hit_rate'))} <span class=\"muted\">"
+                     f"{_bytes(apt.get('served_bytes'))} served, {_bytes(apt.get('upstream_bytes'))} fetched "
+                     f"upstream</span>"),
+                _row("hub hit rate", f"{_rate(hub.get('hit_rate'))} <span class=\"muted\">"
+                     f"{_bytes(hub.get('hit_bytes'))} from the cache, {_bytes(hub.get('miss_bytes'))} fetched "
+                     f"from the hub</span>"),
+                _row("disk (/var/cache)", f"{_number(row.get('disk_used_gib'), '{:.1f}')} GiB used, "
+                     f"{_number(row.get('disk_free_gib'), '{:.1f}')} GiB free"),
+                _row("hub cache bound", f"{_text(hub.get('max_size'))} <span class=\"muted\">(nginx max_size; "
+                     "the least recently used files go first beyond it)</span>"),
+            ])
+        healthy = "error" not in row and row.get("healthy")
+        cards.append(f'<section class="host cache" data-cache-name="{escape(name)}"><h2>{escape(name)} '
+                     f'<span class="badge {"ok" if healthy else "bad"}">office cache'
+                     f'{"" if healthy else ": NOT HEALTHY"}</span></h2><table class="facts">{table}</table></section>')
+    return (f'<h2 class="section">office cache</h2>\n<p class="muted" data-read-at="{read_at:.0f}">Not live: as '
+            f"<code>provision up</code> read them at {escape(_when(read_at))}; an <code>up</code> that reads the "
+            f"same figures leaves this page as it is.</p>\n"
+            f'<div class="hosts caches">{"".join(cards)}</div>')
+
+
+def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = None, live: Live | None = None,
+                caches: dict[str, dict[str, Any]] | None = None) -> str:
     """The whole page for `provision status`'s rows (its --json document), one card per host; with
-    `live`, the page the office gateway serves (page.js fills in the live parts)."""
+    `live`, the page the office gateway serves (page.js fills in the live parts); with `caches`, the
+    office cache hosts' figures under them (cache_cards)."""
     collected_at = time.time() if collected_at is None else collected_at
     cards, chart_data = [], {}
     for index, (name, row) in enumerate(rows.items()):
@@ -267,6 +323,7 @@ def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = No
 <div class="hosts">
 {"".join(cards)}
 </div>
+{cache_cards(caches or {}, collected_at)}
 <script type="application/json" id="bench-data">{json_for_script(chart_data)}</script>
 <script>{(VENDOR / "uPlot.iife.min.js").read_text()}</script>
 <script>{SCRIPT}</script>

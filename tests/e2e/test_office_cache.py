@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from provision.office_cache.status import status_script
+from tests.browser import ARTIFACTS
 from tests.e2e.faults.test_kill_at_every_boundary import run_and_kill
 from tests.e2e.helpers import provision
 from tests.e2e.office_cache_support import CACHE_PORTS, Upstreams, add_group, apt_cacher_bytes
@@ -105,6 +107,11 @@ def test_status_shows_the_cache_services_and_hit_rates(rolled_out, office) -> No
     assert row["hub"]["hit_rate"] > 0.4 and row["apt"]["hit_rate"] > 0.3, row
     table = provision("status", str(office["inventory"]), "--limit", cache)
     assert "OFFICE CACHE" in table.stdout and "apt-cacher-ng" in table.stdout, table.output
+    # the script's output on the real cache, kept: tests/unit/fixtures/recorded/office_cache_status.txt is one
+    assert row["hub"]["max_size"] == "200g" and row["disk_used_gib"] is not None, row
+    output = sh(office["cache"], status_script())
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "office-cache-status.txt").write_text(output + "\n")
 
 
 def test_a_cache_host_killed_mid_download_fails_the_host_clearly_and_a_rerun_falls_back_with_nothing_corrupt(

@@ -50,3 +50,13 @@ def test_the_script_reads_the_logs(tmp_path: Path) -> None:
     status = parse_cache_status(done.stdout)
     assert (status.apt_upstream_bytes, status.apt_served_bytes) == (4000, 8000)
     assert status.hub_hit_rate == 0.5
+
+
+def test_the_script_reads_the_hub_cache_bound_from_the_roles_nginx_config(tmp_path: Path) -> None:
+    template = Path(__file__).parents[2] / "roles/office_cache/templates/hf-mirror.nginx.conf.j2"
+    config = tmp_path / "provision-hf-mirror.conf"  # the role's proxy_cache_path lines, its default bound
+    config.write_text(template.read_text().replace("{{ office_cache_hf_max_size }}", "200g"))
+    script = status_script().replace("/etc/nginx/conf.d/provision-hf-mirror.conf", str(config))
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    status = parse_cache_status(done.stdout)
+    assert status.hub_max_size == "200g" and status.disk_used_kib is not None

@@ -3,6 +3,7 @@ host text escaped, no network needed, and the charts really drawn in a headless 
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import re
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from provision.cli.cache_status import cache_row
+from provision.inventory.model import Host
+from provision.office_cache.status import parse_cache_status
 from provision.status_page.page import LIVE, json_for_script, render_page
 from tests.browser import load
 
@@ -139,3 +143,50 @@ def test_the_live_page_shows_host_values_as_text_and_page_js_writes_none_as_mark
     # what page.js reads (the gateway's CSV, Prometheus's JSON) reaches the page as text or numbers only
     script = (Path(__file__).parents[2] / "provision/status_page/page.js").read_text()
     assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "document.write" not in script
+
+
+# `provision/office_cache/status.sh`'s output on the lab's real office cache (roles/office_cache on a
+# Debian 12 lab host, after two clients were rolled out through it): tests/e2e/test_office_cache.py,
+# test_status_shows_the_cache_services_and_hit_rates, keeps it (recorded 2026-12-03; the file says so).
+CACHE_OUTPUT = Path(__file__).parent / "fixtures/recorded/office_cache_status.txt"
+
+
+def cache_rows(output: str | None = None) -> dict:
+    """The `office_cache` rows `provision status --json` (and `up`'s publish step) make of the output."""
+    text = CACHE_OUTPUT.read_text() if output is None else output
+    return {"acache-1": cache_row(Host(name="acache-1", address="127.0.0.1"), argparse.Namespace(),
+                                  lambda *_: (0, text, ""))}
+
+
+def test_the_live_page_shows_the_office_cache_figures_as_up_read_them_and_when() -> None:
+    recorded = parse_cache_status(CACHE_OUTPUT.read_text())
+    html = render_page(rows(), COLLECTED_AT, live=LIVE, caches=cache_rows())
+    text = " ".join(visible(html).text)
+    apt_rate, hub_rate = f"{recorded.apt_hit_rate:.0%}", f"{recorded.hub_hit_rate:.0%}"
+    for item in ("office cache", "acache-1", "apt-cacher-ng active", "nginx active",
+                 f"apt hit rate {apt_rate}", f"hub hit rate {hub_rate}", "fetched upstream", "fetched from the hub",
+                 f"{recorded.disk_used_kib / 1048576:.1f} GiB used, {recorded.disk_free_kib / 1048576:.1f} GiB free",
+                 "hub cache bound 200g", "nginx max_size", "Not live: as", "read them at 2026-12-02 16:46 UTC"):
+        assert item in text, item
+    assert "NOT HEALTHY" not in text
+    # read again later, the same figures: only the line that says when differs (publish.sh ignores it)
+    hosts_later = rows()  # the GPU hosts' facts the same too (each one's uptime 600 s longer)
+    for row in hosts_later.values():
+        row["uptime_s"] = None if row.get("uptime_s") is None else row["uptime_s"] + 600
+    later = render_page(hosts_later, COLLECTED_AT + 600, live=LIVE, caches=cache_rows())
+    changed = [line for line in later.splitlines() if line not in html.splitlines()]
+    assert len(changed) == 1 and "data-read-at=" in changed[0], changed
+    # more bytes served from the cache: a user sees other figures, so the page differs beyond that line
+    more = CACHE_OUTPUT.read_text().replace(f"hub.hit_bytes={recorded.hub_hit_bytes}",
+                                            f"hub.hit_bytes={recorded.hub_hit_bytes + (4 << 30)}")
+    moved = render_page(hosts_later, COLLECTED_AT + 600, live=LIVE, caches=cache_rows(more))
+    assert len([line for line in moved.splitlines() if line not in html.splitlines()]) > 1
+
+
+def test_a_cache_host_that_is_down_or_hostile_is_shown_as_text() -> None:
+    down = CACHE_OUTPUT.read_text().replace("unit.nginx=active", "unit.nginx=failed")
+    caches = {**cache_rows(down), HOSTILE: {"error": HOSTILE, "reachable": False}}
+    page = visible(render_page(rows(), COLLECTED_AT, live=LIVE, caches=caches))
+    text = " ".join(page.text)
+    assert "office cache: NOT HEALTHY" in text and "nginx failed" in text
+    assert not [attrs for tag, attrs in page.tags if tag == "img"] and text.count(HOSTILE) == 2

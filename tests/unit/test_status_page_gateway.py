@@ -1,13 +1,12 @@
-"""The office status page as a person sees it, served by the real HAProxy 2.6 (Debian 12's) from the
-office gateway's rendered config, in front of two stand-in vLLM servers (tests/standins/vllm), and
-held open in a real headless Chromium (tests/browser.py): each backend's state read live from the
-gateway's read-only stats, the charts drawn with data, a backend killed shown DOWN within the
-health checks' time, the page fitting a phone's width. The lab test (tests/e2e/test_office_gateway.py)
-runs the same against real hosts and a real Prometheus through `provision up`.
-
-Prometheus is a stand-in here (STAND-IN below): it answers query_range in the format Prometheus's
-HTTP API documents (https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries) with a
-series per host; the lab test reads a real one."""
+"""The office status page as a person sees it, served by the real HAProxy 2.6 (Debian 12's) from the office
+gateway's rendered config, in front of two stand-in vLLM servers (tests/standins/vllm), and held open in a
+real headless Chromium (tests/browser.py): each backend's state read live from the gateway's read-only stats,
+the charts drawn with data, the office cache's figures as `up` wrote them, a backend killed shown DOWN within
+the health checks' time, the page fitting a phone's width. The lab test (tests/e2e/test_office_gateway.py)
+runs the same against real hosts and a real Prometheus through `provision up`. Prometheus is a stand-in here
+(STAND-IN below): it answers query_range in the format Prometheus's HTTP API documents
+(https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries) with a series per host; the lab
+test reads a real one."""
 
 from __future__ import annotations
 
@@ -25,12 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from provision.office_cache.status import parse_cache_status
 from provision.status_page.page import LIVE, render_page
 from tests.browser import PAINTED, SAMPLES, LiveBrowser
 from tests.standins.vllm.launch import free_port, start_standin
 from tests.unit.serving_support import API_KEY, FAST, profile_arguments, stop
 from tests.unit.test_office_gateway_haproxy import Gateway
 from tests.unit.test_roles_office_gateway import haproxy_config
+from tests.unit.test_status_page import CACHE_OUTPUT, cache_rows
 
 pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None or shutil.which("socat") is None,
                                 reason="needs haproxy and socat (apt-get install haproxy socat)")
@@ -74,7 +75,8 @@ def office(tmp_path: Path) -> Iterator[tuple[Gateway, dict, int]]:
     recorded = json.loads(FIXTURE.read_text())  # a status document `provision status --json` wrote
     rows = {"desk-1": recorded["here"], "desk-2": recorded["laptop-2"]}
     page = tmp_path / "index.html"
-    page.write_text(render_page(rows, live=LIVE))
+    # with the office cache's figures as `up` writes them (recorded on the lab's real office cache)
+    page.write_text(render_page(rows, live=LIVE, caches=cache_rows()))
     port = free_port()
     inventory = f"""all:
   hosts:
@@ -141,11 +143,20 @@ def test_the_page_shows_each_backend_live_draws_the_charts_and_a_killed_one_goes
         text = str(browser.evaluate("document.body.innerText"))
         assert "2 of 2 backends UP at the gateway" in text and "NVIDIA GeForce RTX 5090 Laptop GPU" in text
         shot = browser.screenshot("status-gateway-laptop.png")
+        # the office cache's card under the hosts: its hit rates, bytes and disk as the page shows them
+        cache = parse_cache_status(CACHE_OUTPUT.read_text())
+        for item in ("office cache", f"apt hit rate\t{cache.apt_hit_rate:.0%}",
+                     f"hub hit rate\t{cache.hub_hit_rate:.0%}", "GiB free", "hub cache bound\t200g"):
+            assert item in text, (item, text)
+        browser.evaluate("document.querySelector('.host.cache').scrollIntoView()")
+        cache_shot = browser.screenshot("status-gateway-cache.png")
+        assert browser.evaluate("document.querySelector('.host.cache').getBoundingClientRect().width") > 400
+        browser.evaluate("window.scrollTo(0, 0)")
 
         backends["desk-1"].process.kill()
         shown = browser.wait_for(f"{state('desk-1')} === 'DOWN'", 5)
         print(f"page loaded with live states and charts in {loaded:.2f} s; desk-1 shown DOWN {shown:.2f} s after "
-              f"it was killed (checks every 500 ms, down after 2); screenshot {shot}")
+              f"it was killed (checks every 500 ms, down after 2); screenshots {shot}, {cache_shot}")
         # the checks' time (2 x 500 ms) and one poll of the page (500 ms)
         assert shown < 1.6 and browser.evaluate(state("desk-2")) == "UP"
         assert "1 of 2 backends UP" in str(browser.evaluate("document.body.innerText"))

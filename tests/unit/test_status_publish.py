@@ -1,6 +1,7 @@
-"""`up` publishing the status page on the gateway (provision/office_gateway/publish.sh, run here by
-bash against the gateway's rendered config and the real HAProxy 2.6): written once, unchanged after,
-and a page HAProxy refuses (larger than its buffer) taken back with HAProxy's reason."""
+"""`up` publishing the status page on the gateway (provision/office_gateway/publish.sh, run here by bash against
+the gateway's rendered config and the real HAProxy 2.6): written once, unchanged after (also when only the
+time the office cache's figures were read differs), and a page HAProxy refuses (larger than its buffer) taken
+back with HAProxy's reason."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from provision.cli.status_publish import publish_script
 from provision.status_page.page import LIVE, render_page
 from tests.unit.test_roles_office_gateway import haproxy_config
+from tests.unit.test_status_page import CACHE_OUTPUT, cache_rows
 
 pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None, reason="needs haproxy (apt-get install haproxy)")
 FIXTURE = Path(__file__).parent / "fixtures/status_page/status.json"
@@ -45,3 +47,23 @@ def test_the_page_is_written_once_then_unchanged_and_a_page_haproxy_refuses_is_t
     hostile = "$(touch /tmp/owned)'\"`;\n"
     assert publish(page, config, html.replace("</body>", hostile + "</body>")).returncode == 0
     assert hostile in page.read_text() and not Path("/tmp/owned").exists()
+
+
+def test_an_up_that_reads_the_same_cache_figures_later_leaves_the_page_and_its_time_unchanged(tmp_path: Path) -> None:
+    page = tmp_path / "status" / "index.html"
+    config = tmp_path / "haproxy.cfg"
+    text = haproxy_config(tmp_path, office_gateway_status_page=str(page))
+    config.write_text(text.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
+                      .replace("/run/haproxy/admin.sock", str(tmp_path / "admin.sock")))
+    hosts = json.loads(FIXTURE.read_text())
+    hosts.pop("here")  # rows without an uptime: the same facts at any time
+    hosts["laptop-2"]["uptime_s"] = None
+    first = render_page(hosts, 1796230000.0, live=LIVE, caches=cache_rows())
+    assert publish(page, config, first).stdout.strip() == "status page written"
+    later = render_page(hosts, 1796230600.0, live=LIVE, caches=cache_rows())
+    assert later != first
+    assert publish(page, config, later).stdout.strip() == "status page unchanged"
+    assert page.read_text() == first  # the figures shown with the time they were first read
+    more = CACHE_OUTPUT.read_text().replace("unit.nginx=active", "unit.nginx=failed")
+    moved = render_page(hosts, 1796230600.0, live=LIVE, caches=cache_rows(more))
+    assert publish(page, config, moved).stdout.strip() == "status page written" and page.read_text() == moved
