@@ -188,7 +188,8 @@ def test_the_unit_is_the_seed_configuration(served, laptop):
     assert served["first"].returncode == 0
     unit = sh(laptop.host, f"cat {UNIT}")
     for line in ("Restart=always", "StartLimitBurst=5", "ExecStartPre=-/usr/bin/docker rm -f vllm",
-                 "ExecStop=/usr/bin/docker stop -t 30 vllm", "--gpus all", "--ipc=host", "-p 8000:8000",
+                 "ExecStop=/usr/bin/docker stop -t 135 vllm", "--shutdown-timeout 120",
+                 "--gpus all", "--ipc=host", "-p 8000:8000",
                  "-v /var/lib/provision/huggingface:/root/.cache/huggingface",
                  "--env-file /etc/provision/vllm/vllm.env",
                  f"{REPO} \\", "--revision main", "--max-model-len 131072", "--attention-backend TRITON_ATTN",
