@@ -10,10 +10,12 @@ the second before the checks took it out was answered 502."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -55,11 +57,9 @@ def slirp_like_forward(target: int) -> socket.socket:
         except OSError:
             client.shutdown(socket.SHUT_WR)  # FIN
             client.settimeout(1)
-            try:
-                client.recv(65536)
-            except OSError:
-                pass
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            with contextlib.suppress(OSError):
+                client.recv(65536)  # the request
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             client.close()  # RST
             return
         threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
@@ -101,7 +101,8 @@ def test_requests_after_a_kill_wait_for_a_slot_when_the_survivors_are_full(tmp_p
              "desk-3": forward.getsockname()[1]}
     hosts = "".join(f"    {name}: {{ansible_host: 127.0.0.1, vllm_port: {ports[name]}, max_num_seqs: {SLOTS}}}\n"
                     for name in ports)
-    inventory = f"all:\n  hosts:\n{hosts}  children:\n    office_gateway:\n      hosts:\n        gw: {{ansible_host: 127.0.0.1}}\n"
+    inventory = (f"all:\n  hosts:\n{hosts}"
+                 "  children:\n    office_gateway:\n      hosts:\n        gw: {ansible_host: 127.0.0.1}\n")
     config = haproxy_config(tmp_path, inventory, office_gateway_port=port, office_gateway_bind_address="127.0.0.1",
                             office_gateway_admin_socket=str(tmp_path / "admin.sock"),
                             office_gateway_server_state_file=str(tmp_path / "server-state"),
