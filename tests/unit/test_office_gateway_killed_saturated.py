@@ -36,11 +36,12 @@ pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None or shutil.which(
 SLOTS = 2  # max_num_seqs of each backend: the gateway's maxconn per server
 
 
-def slirp_like_forward(target: int) -> socket.socket:
+def slirp_like_forward(target: int, port: int = 0) -> socket.socket:
     """A stand-in for slirp4netns's port forward to `target`: it accepts every connection itself, then
     connects to the target; when that is refused it sends FIN, waits for the request, answers it RST."""
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
     listener.listen(64)
 
     def pump(source: socket.socket, sink: socket.socket) -> None:
@@ -92,13 +93,9 @@ def chat(port: int, max_tokens: int, stream: bool) -> int:
         return 0
 
 
-def test_requests_after_a_kill_wait_for_a_slot_when_the_survivors_are_full(tmp_path: Path) -> None:
-    env = {**FAST, "STANDIN_TOKENS_PER_S": "50", "VLLM_API_KEY": API_KEY}
-    standins = {name: start_standin(profile_arguments(), env=env) for name in ("desk-1", "desk-2", "desk-3")}
-    forward = slirp_like_forward(standins["desk-3"].port)
+def start_gateway(tmp_path: Path, ports: dict[str, int]) -> tuple[int, subprocess.Popen[bytes]]:
+    """The role's haproxy.cfg for these backends (max_num_seqs SLOTS each), run by the real HAProxy."""
     port = free_port()
-    ports = {"desk-1": standins["desk-1"].port, "desk-2": standins["desk-2"].port,
-             "desk-3": forward.getsockname()[1]}
     hosts = "".join(f"    {name}: {{ansible_host: 127.0.0.1, vllm_port: {ports[name]}, max_num_seqs: {SLOTS}}}\n"
                     for name in ports)
     inventory = (f"all:\n  hosts:\n{hosts}"
@@ -112,10 +109,19 @@ def test_requests_after_a_kill_wait_for_a_slot_when_the_survivors_are_full(tmp_p
     (tmp_path / "server-state").write_text("1\n")
     (tmp_path / "haproxy.cfg").write_text(config.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
                                           .replace("    log /dev/log local0\n", "").replace("    daemon\n", ""))
+    return port, subprocess.Popen(["haproxy", "-db", "-f", str(tmp_path / "haproxy.cfg")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_requests_after_a_kill_wait_for_a_slot_when_the_survivors_are_full(tmp_path: Path) -> None:
+    env = {**FAST, "STANDIN_TOKENS_PER_S": "50", "VLLM_API_KEY": API_KEY}
+    standins = {name: start_standin(profile_arguments(), env=env) for name in ("desk-1", "desk-2", "desk-3")}
+    forward = slirp_like_forward(standins["desk-3"].port)
+    ports = {"desk-1": standins["desk-1"].port, "desk-2": standins["desk-2"].port,
+             "desk-3": forward.getsockname()[1]}
+    port, haproxy = start_gateway(tmp_path, ports)
     for standin in standins.values():
         standin.wait_ready()
-    haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(tmp_path / "haproxy.cfg")], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
     threads: list[threading.Thread] = []
     results: dict[str, list[int]] = {"before": [], "after": []}
 
@@ -152,3 +158,39 @@ def test_requests_after_a_kill_wait_for_a_slot_when_the_survivors_are_full(tmp_p
         forward.close()
         for standin in standins.values():
             stop(standin)
+
+
+def test_one_refused_connection_leaves_the_only_healthy_server_in(tmp_path: Path) -> None:
+    """One connect refused by a healthy backend (its listener gone for 50 ms), the only one in rotation:
+    it stays in, and the requests after it are answered. With `on-error mark-down` (before 2026-12-03
+    19:45 UTC) it was DOWN at once and the gateway answered 503 until its checks brought it back."""
+    standin = start_standin(profile_arguments(), env={**FAST, "VLLM_API_KEY": API_KEY})
+    forward = slirp_like_forward(standin.port)
+    backend = forward.getsockname()[1]
+    port, haproxy = start_gateway(tmp_path, {"desk-1": backend})
+    standin.wait_ready()
+    try:
+        deadline = time.monotonic() + 10
+        while servers(tmp_path) != {"desk-1": "UP"}:
+            assert time.monotonic() < deadline, servers(tmp_path)
+            time.sleep(0.1)
+        forward.shutdown(socket.SHUT_RDWR)  # no listener: the next connect is refused
+        forward.close()
+        refused = threading.Thread(target=lambda: statuses.append(chat(port, 4, False)))
+        statuses: list[int] = []
+        refused.start()
+        time.sleep(0.05)
+        forward = slirp_like_forward(standin.port, backend)
+        states = []
+        for _ in range(10):
+            statuses.append(chat(port, 4, False))
+            states.append(servers(tmp_path)["desk-1"])
+        refused.join(timeout=30)
+        assert int(servers(tmp_path, column=15)["desk-1"]) >= 1  # 15: retries: a connect was refused
+        # in rotation all along ("UP 1/2": one failed check from DOWN, the check after fastinter passed)
+        assert statuses == [200] * 11 and all(state.startswith("UP") for state in states), (statuses, states)
+    finally:
+        haproxy.terminate()
+        haproxy.wait(timeout=10)
+        forward.close()
+        stop(standin)
