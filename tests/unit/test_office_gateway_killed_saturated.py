@@ -62,6 +62,10 @@ def slirp_like_forward(target: int, port: int = 0) -> socket.socket:
             client.settimeout(1)
             with contextlib.suppress(OSError):
                 client.recv(65536)  # the request
+            # HAProxy 2.6 retries only if it reads the FIN before the RST: a reset read first is a read
+            # error, answered 502 without retry (src/http_ana.c, http_wait_for_response, case 1). On a
+            # loaded machine that race was lost 1 run in ~10 here; the RST waits 50 ms to keep it out.
+            time.sleep(0.05)
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             client.close()  # RST
             return
