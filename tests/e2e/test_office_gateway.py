@@ -287,8 +287,8 @@ def test_a_killed_backend_is_out_after_its_checks_and_requests_keep_succeeding(c
     (fall 2 x inter 500 ms). Behind the lab's NAT a killed backend's port still accepts: slirp4netns's
     port forward completes the handshake itself, then closes (tcpdump on this machine's lo: SYN, SYN-ACK,
     FIN, then RST to the request), so HAProxy meets an empty response, never a refused connection, and
-    observe layer4 cannot take it out at once; that at-once case (a real refusal on 127.0.0.1) is
-    measured in tests/unit/test_office_gateway_haproxy.py. The time is taken on the gateway host, from
+    observe layer4 cannot take it out before its checks; a real refusal (on 127.0.0.1: out one fast check
+    after it) is measured in tests/unit/test_office_gateway_haproxy.py. The time is taken on the gateway host, from
     HAProxy's view polled every 50 ms there (CLOCK_MONOTONIC is one clock for this machine's containers)."""
     victim = office.backends[0]
     wait_for(office, victim.name, "UP", 30)

@@ -70,8 +70,9 @@ def test_a_request_that_meets_an_empty_response_is_retried_on_the_other_backend(
     config = haproxy_config(tmp_path, inventory, office_gateway_port=port, office_gateway_bind_address="127.0.0.1",
                             office_gateway_admin_socket=str(tmp_path / "admin.sock"),
                             office_gateway_check_interval_ms=100,
+                            office_gateway_status_page=str(tmp_path / "index.html"),
                             office_gateway_server_state_file=str(tmp_path / "server-state"),
-                            office_gateway_status_page=str(tmp_path / "index.html"))
+                            office_metrics_haproxy_port=free_port())
     (tmp_path / "server-state").write_text("1\n")  # what the role's task writes until a reload saves one
     (tmp_path / "index.html").write_text("<!doctype html><title>office status</title>")  # what /status answers
     (tmp_path / "haproxy.cfg").write_text(config.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")

@@ -154,7 +154,8 @@ def test_a_killed_backend_is_out_at_once_and_only_its_requests_in_flight_fail(of
         client.join()
     print(f"desk-1 DOWN {out_after:.2f} s after it was killed; failed requests: {len(failures)} "
           f"({in_flight} in flight on it)")
-    # out on the first refused connection (observe layer4), not after the checks (2 x 500 ms: 0.96 s here)
+    # out one fast check after the first refused connection (observe layer4, sudden-death, fastinter
+    # 100 ms), not after the checks (2 x 500 ms: 0.96 s here)
     assert out_after < 0.5
     # a request cut mid-answer fails (its bytes may have reached the client: never retried); none after
     assert len(failures) <= max(in_flight, 1) and all(when <= out_at for when in failures), failures

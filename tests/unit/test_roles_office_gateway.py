@@ -61,9 +61,9 @@ def haproxy_config(tmp_path: Path, text: str = OFFICE, **overrides: object) -> s
 
 def test_every_gpu_host_is_a_server_with_its_port_and_max_num_seqs(tmp_path: Path) -> None:
     config = haproxy_config(tmp_path)
-    servers = re.findall(r"^\s+server (\S+) (\S+) maxconn (\d+)$", config, re.MULTILINE)
+    servers = re.findall(r"^\s+server (\S+) (\S+) maxconn (\d+) maxqueue (\d+)$", config, re.MULTILINE)
     # the profile's max_num_seqs where the host sets none; not the cache, not the gateway
-    assert servers == [("desk-1", "192.168.1.61:8000", "4"), ("desk-2", "192.168.1.62:8001", "2")]
+    assert servers == [("desk-1", "192.168.1.61:8000", "4", "4"), ("desk-2", "192.168.1.62:8001", "2", "2")]
     assert "bind :8000" in config
 
 
@@ -73,8 +73,8 @@ def test_health_retries_queue_and_streaming_are_configured(tmp_path: Path) -> No
                  "option redispatch 1", "retry-on conn-failure empty-response", "timeout queue 30s",
                  "timeout server 3600s", "timeout client 3600s", "option http-no-delay"):
         assert f"    {line}\n" in config, line
-    assert ("default-server check inter 500ms fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down"
-            in config)
+    assert ("default-server check inter 500ms fastinter 100ms fall 2 rise 2 observe layer4 error-limit 1"
+            " on-error sudden-death" in config)
     error = next(line for line in config.splitlines() if line.strip().startswith("http-error status 503"))
     assert error.endswith("hdr Retry-After 5")
     assert "stats socket /run/haproxy/admin.sock mode 600 level admin" in config
