@@ -20,7 +20,7 @@ import pytest
 
 from tests.standins.vllm.launch import free_port, start_standin
 from tests.unit.serving_support import API_KEY, FAST, profile_arguments, stop
-from tests.unit.test_roles_office_gateway import haproxy_config
+from tests.unit.test_roles_office_gateway import local_haproxy_config
 
 pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None or shutil.which("socat") is None,
                                 reason="needs haproxy and socat (apt-get install haproxy socat)")
@@ -67,16 +67,7 @@ def test_a_request_that_meets_an_empty_response_is_retried_on_the_other_backend(
       hosts:
         gw: {{ansible_host: 127.0.0.1}}
 """
-    config = haproxy_config(tmp_path, inventory, office_gateway_port=port, office_gateway_bind_address="127.0.0.1",
-                            office_gateway_admin_socket=str(tmp_path / "admin.sock"),
-                            office_gateway_check_interval_ms=100,
-                            office_gateway_status_page=str(tmp_path / "index.html"),
-                            office_gateway_server_state_file=str(tmp_path / "server-state"),
-                            office_metrics_haproxy_port=free_port())
-    (tmp_path / "server-state").write_text("1\n")  # what the role's task writes until a reload saves one
-    (tmp_path / "index.html").write_text("<!doctype html><title>office status</title>")  # what /status answers
-    (tmp_path / "haproxy.cfg").write_text(config.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
-                                          .replace("    log /dev/log local0\n", "").replace("    daemon\n", ""))
+    local_haproxy_config(tmp_path, inventory, port, office_gateway_check_interval_ms=100)
     live.wait_ready()
     haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(tmp_path / "haproxy.cfg")], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)

@@ -21,7 +21,7 @@ import pytest
 from provision.office_gateway.admin import ServerView, admin_script, parse_view
 from tests.standins.vllm.launch import StandinProcess, free_port, start_standin
 from tests.unit.serving_support import API_KEY, FAST, profile_arguments, stop
-from tests.unit.test_roles_office_gateway import haproxy_config
+from tests.unit.test_roles_office_gateway import local_haproxy_config
 
 pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None or shutil.which("socat") is None,
                                 reason="needs haproxy and socat (apt-get install haproxy socat)")
@@ -76,15 +76,7 @@ def office(tmp_path: Path) -> Iterator[tuple[Gateway, dict[str, StandinProcess]]
       hosts:
         gw: {{ansible_host: 127.0.0.1}}
 """
-    (tmp_path / "index.html").write_text("<!doctype html><title>office status</title>")  # what /status answers
-    config = haproxy_config(tmp_path, inventory, office_gateway_port=port, office_gateway_bind_address="127.0.0.1",
-                            office_gateway_admin_socket=str(tmp_path / "admin.sock"),
-                            office_gateway_server_state_file=str(tmp_path / "server-state"),
-                            office_gateway_status_page=str(tmp_path / "index.html"),
-                            office_metrics_haproxy_port=free_port())
-    (tmp_path / "server-state").write_text("1\n")
-    (tmp_path / "haproxy.cfg").write_text(config.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
-                                          .replace("    log /dev/log local0\n", "").replace("    daemon\n", ""))
+    local_haproxy_config(tmp_path, inventory, port)
     haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(tmp_path / "haproxy.cfg")], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     gateway = Gateway(tmp_path, port)

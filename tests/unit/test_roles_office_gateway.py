@@ -59,6 +59,25 @@ def haproxy_config(tmp_path: Path, text: str = OFFICE, **overrides: object) -> s
     return gateway_tasks(tmp_path, text, **overrides)["haproxy routes the office endpoint to the fleet"].args.content
 
 
+def local_haproxy_config(tmp_path: Path, inventory: str, port: int, **overrides: object) -> Path:
+    """The role's haproxy.cfg for `inventory`, made runnable by an unprivileged HAProxy on this machine
+    (`haproxy -db -f PATH`): listening on 127.0.0.1:port, its socket, server state and status page
+    under tmp_path (the files the role's tasks write first), no chroot, syslog or daemon mode."""
+    from tests.standins.vllm.launch import free_port
+
+    (tmp_path / "server-state").write_text("1\n")  # what the role's task writes until a reload saves one
+    (tmp_path / "index.html").write_text("<!doctype html><title>office status</title>")  # what /status answers
+    config = haproxy_config(tmp_path, inventory, office_gateway_port=port, office_gateway_bind_address="127.0.0.1",
+                            office_gateway_admin_socket=str(tmp_path / "admin.sock"),
+                            office_gateway_server_state_file=str(tmp_path / "server-state"),
+                            office_gateway_status_page=str(tmp_path / "index.html"),
+                            office_metrics_haproxy_port=free_port(), **overrides)
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(config.replace("chroot /var/lib/haproxy", f"chroot {tmp_path}")
+                    .replace("    log /dev/log local0\n", "").replace("    daemon\n", ""))
+    return path
+
+
 def test_every_gpu_host_is_a_server_with_its_port_and_max_num_seqs(tmp_path: Path) -> None:
     config = haproxy_config(tmp_path)
     servers = re.findall(r"^\s+server (\S+) (\S+) maxconn (\d+) maxqueue (\d+)$", config, re.MULTILINE)
