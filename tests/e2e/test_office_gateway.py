@@ -12,9 +12,7 @@ backend's `office_gateway_backend_address/_port` say where the gateway finds it,
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import threading
 import time
 import urllib.error
@@ -31,33 +29,12 @@ from provision.shell import quote
 from tests.browser import PAINTED, SAMPLES, LiveBrowser
 from tests.e2e.helpers import provision
 from tests.e2e.office_cache_support import add_group
+from tests.e2e.office_gateway_support import GATEWAY_PORT, VLLM_PORT, standin_archive, start_backend
 from tests.lab import Lab, LabHost
 from tests.lab.net import MACHINE_FROM_HOSTS
-from tests.unit.serving_support import API_KEY, FAST, profile_arguments
+from tests.unit.serving_support import API_KEY
 
 pytestmark = pytest.mark.lab
-
-VLLM_PORT = 8000
-GATEWAY_PORT = 8000
-STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm"
-
-
-def standin_archive() -> bytes:
-    """The stand-in server's files as the package `vllm` under /opt/standin (as in its image)."""
-    data = io.BytesIO()
-    with tarfile.open(fileobj=data, mode="w") as archive:
-        for path in [*STANDIN.glob("*.py"), STANDIN / "vllm_flags.txt", *STANDIN.glob("entrypoints/**/*.py")]:
-            archive.add(path, arcname=f"standin/vllm/{path.relative_to(STANDIN)}")
-    return data.getvalue()
-
-
-def start_backend(host: LabHost) -> None:
-    env = {**FAST, "STANDIN_TOKENS_PER_S": "50", "VLLM_API_KEY": API_KEY, "PYTHONPATH": "/opt/standin"}
-    setenv = " ".join(f"--setenv={key}={value}" for key, value in env.items())
-    argv = " ".join(quote(word) for word in profile_arguments())  # with --host 0.0.0.0 --port 8000
-    rc, output = host.exec(f"systemd-run --unit=standin-vllm {setenv} /usr/bin/python3 -m vllm serve {argv}")
-    assert rc == 0, output
-
 
 class Office:
     def __init__(self, tmp: Path, inventory: Path, gateway: LabHost, backends: list[LabHost]) -> None:
