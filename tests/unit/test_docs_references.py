@@ -224,3 +224,19 @@ def test_docs_commands_names_every_flag_and_only_real_ones():
     assert len(defined) > 30, defined  # the pattern still finds the parser's flags
     assert not defined - named, f"flags the CLI has that docs/commands.md does not name: {sorted(defined - named)}"
     assert not named - defined, f"flags docs/commands.md names that the CLI does not have: {sorted(named - defined)}"
+
+
+def test_every_reference_section_cited_in_the_code_is_a_section_of_docs_reference():
+    """Comments cite the domain facts as "REFERENCE §2" or "REFERENCE.md §1-2": each N is a section of
+    docs/reference.md (the page that file became inside the repository)."""
+    sections = set(re.findall(r"^## (\d+)\.", (ROOT / "docs" / "reference.md").read_text(), re.M))
+    cited: dict[str, set[str]] = {}
+    for path in [*ROOT.glob("provision/**/*"), *ROOT.glob("roles/**/*"), *ROOT.glob("tests/**/*")]:
+        if not path.is_file() or path.suffix not in {".py", ".yaml", ".yml", ".sh", ".j2", ".md", ".txt"}:
+            continue
+        for first, last in re.findall(r"REFERENCE(?:\.md)? §(\d+)(?:-(\d+))?", path.read_text(errors="replace")):
+            for n in range(int(first), int(last or first) + 1):
+                cited.setdefault(str(n), set()).add(str(path.relative_to(ROOT)))
+    assert cited, "no citation found: the pattern no longer matches how the code cites the reference"
+    missing = {n: sorted(paths) for n, paths in cited.items() if n not in sections}
+    assert not missing, f"sections cited but not in docs/reference.md: {missing}"
