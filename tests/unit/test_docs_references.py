@@ -1,6 +1,7 @@
 """Every reference in the documents resolves: a newcomer who follows one never lands on nothing.
 
-The documents are README.md, DESIGN.md, docs/*.md and benchmarks/RESULTS.md. Checked, because each
+The documents are README.md, DESIGN.md, docs/*.md and benchmarks/RESULTS.md (every other .md file of
+the repository gets the same checks but the settings one). Checked, because each
 went stale before (DESIGN.md pointed at `LAB.md` and REFERENCE.md, which were never in the repository):
 - every relative Markdown link `[text](path#anchor)` names a file that exists, and its anchor a
   heading of that file (GitHub's slugs);
@@ -176,6 +177,22 @@ def _problems_of_settings(doc: Path, declared: set[str], prefixes: tuple[str, ..
     names = role_names() | operation_names() | template_functions()
     return [f"`{word}`: no role declares this setting" for word in sorted(set(BACKTICKED.findall(doc.read_text())))
             if word.startswith(prefixes) and word not in declared and word not in names]
+
+
+def other_markdown() -> list[Path]:
+    """Every other .md file of the repository (a role's README, a fixture's SOURCES.md, ...)."""
+    skip = {".venv", ".lab", ".git", "build", "dist", "node_modules"}
+    main = set(documents())
+    return sorted(p for p in ROOT.rglob("*.md") if not skip & set(p.relative_to(ROOT).parts) and p not in main
+                  and not str(p.relative_to(ROOT)).startswith(generated_folders()))
+
+
+@pytest.mark.parametrize("doc", other_markdown(), ids=_ids(other_markdown()))
+def test_every_reference_in_the_other_markdown_files_resolves(doc):
+    """The same checks but the settings one (a vendored or fixture page may name other things)."""
+    problems = (_problems_of_links(doc) + _problems_of_md_names(doc) + _problems_of_paths(doc)
+                + _problems_of_symbols(doc))
+    assert not problems, f"{doc.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("doc", documents(), ids=_ids(documents()))
