@@ -23,7 +23,7 @@ from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.playbook.unsafe import mark_unsafe
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import host_variables, inventory_variables
+from provision.settings.variables import host_variables, inventory_variables
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from typing import Any
 
 from provision.errors import InputError
 from provision.inventory.model import CONNECTION_KEYS, Host, Inventory
-from provision.inventory.suggest import closest, did_you_mean
 from provision.settings.check import check_flags, check_value
-from provision.settings.sources import RoleDefaults, Value, effective
 from provision.settings.spec import Option, Specs
+from provision.settings.variables import RoleDefaults, Value, effective
+from provision.suggest import closest, did_you_mean
 
 USER_DECLARED = "vars_declared"
 #: names the engine itself gives every task

@@ -15,8 +15,8 @@ from provision.errors import InputError
 from provision.playbook.templating import FUNCTIONS, make_environment
 from provision.settings import load_specs, profiles
 from provision.settings.check import check_flags, check_value, expected
-from provision.settings.sources import RoleDefaults
 from provision.settings.validate import BUILTIN
+from provision.settings.variables import RoleDefaults
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = REPO / "roles"
