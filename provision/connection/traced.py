@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from provision.connection.base import Connection, RunResult, checked
+from provision.connection.base import CommandResult, Connection, checked
 from provision.secrets import REDACTOR, hide_secret_sections
 from provision.shell import Command
 
@@ -50,7 +50,7 @@ class TracedConnection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def run(self, script: str, **options: Any) -> RunResult:
+    def run(self, script: str, **options: Any) -> CommandResult:
         started = time.monotonic()
         self.say(REDACTOR(f"{self.host_name} | $ {headline(script)}"))
         result = self.inner.run(script, **options)
@@ -62,7 +62,7 @@ class TracedConnection:
                     self.say(REDACTOR(f"{self.host_name} | {stream}: {line}"))
         return result
 
-    def run_command(self, command: Command, check: bool = True) -> RunResult:
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
         return checked(self, command, check)
 
     def close(self) -> None:
