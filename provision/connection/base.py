@@ -75,8 +75,13 @@ class LineStream:
 class Connection(Protocol):
     """A host we can run scripts on. Implementations: SSHConnection, LocalConnection."""
 
-    host_name: str
-    round_trips: int
+    @property
+    def host_name(self) -> str: ...
+
+    @property
+    def round_trips(self) -> int:
+        """Round trips to the host so far (the figure a run reports)."""
+        ...
 
     def run(
         self, script: str, *, sudo: bool = True, data: bytes | None = None,

@@ -66,13 +66,14 @@ class LocalConnection:
         """Start a long-running script; its stdout lines as they come. Closing the stream closes the pipe
         and ends the process."""
         process, _ = self._spawn(sudo)
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(wrap_script(script, None, env, keep_stdin=True).encode())
-        process.stdin.flush()
+        stdin = process.stdin
+        assert stdin is not None and process.stdout is not None
+        stdin.write(wrap_script(script, None, env, keep_stdin=True).encode())
+        stdin.flush()
 
         def stop() -> None:
             with contextlib.suppress(OSError):
-                process.stdin.close()
+                stdin.close()
             process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)

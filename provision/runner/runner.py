@@ -75,7 +75,7 @@ class Runner:
             if locking:
                 state.lock = RunLock(host.name, config.command, wait_s=config.wait_lock_s,
                                      silent_after_s=config.timeouts.silent_s,
-                                     progress=lambda text, n=host.name: self.reporter.progress(n, text, None, None))
+                                     progress=self.progress_of(host.name))
             if config.probe_memory is not None:
                 state.memory = ProbeMemory(config.probe_memory, memory_key(host))
             self.states[host.name] = state
@@ -94,6 +94,10 @@ class Runner:
             for connection in connections:
                 connection.close()
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
+
+    def progress_of(self, host_name: str) -> Callable[[str], None]:
+        """A line of progress about `host_name` (the run lock's waiting), to the reporter."""
+        return lambda text: self.reporter.progress(host_name, text, None, None)
 
     def office_rotation(self) -> list[Any]:
         """The inventory's office gateways, for the hosts' interrupting changes (runner/rotation.py);
