@@ -3,7 +3,7 @@
 `$PROVISION_CACHE_DIR`, else `$XDG_CACHE_HOME/provision`, else `~/.cache/provision`; a subfolder per
 use: `probes/` (the probes a play used on a host, runner/probe_memory.py), `templates/` (compiled
 Jinja templates, playbook/template_cache.py) and `yaml/` (parsed role YAML,
-inventory/yaml_loader.py). Files are the user's own (0600 in 0700 folders) and each is written whole
+yaml_loader.py). Files are the user's own (0600 in 0700 folders) and each is written whole
 (a temporary file renamed over it), so a reader finds the old file or the new one. Everything here
 is a hint, as Python's `__pycache__` is: a missing, foreign or broken file costs time, never a wrong
 answer, and a controller that cannot write here still runs.

@@ -41,8 +41,9 @@ from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import connect, host_variables
+from provision.runner.runner import connect
 from provision.secrets import Secret
+from provision.settings.variables import host_variables
 
 STATE = ".build-state.json"
 

@@ -23,7 +23,7 @@ from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.playbook.unsafe import mark_unsafe
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import host_variables, inventory_variables
+from provision.settings.variables import host_variables, inventory_variables
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,8 @@ def _add_task(needs: HostNeeds, renderer: Renderer, task: Task) -> None:
             needs.repositories.append(args)
         needs.urls.extend(str(args[key]) for key in URL_ARGUMENTS if args.get(key) and args[key] not in needs.urls)
     elif task.op == "apt_components" and args.get("path"):
-        wanted = needs.components.setdefault(str(args["path"]), [])
-        wanted.extend(str(c) for c in args.get("components") or [] if c not in wanted)
+        components = needs.components.setdefault(str(args["path"]), [])
+        components.extend(str(c) for c in args.get("components") or [] if c not in components)
     elif task.op == "template" and str(args.get("dest", "")).startswith(PREFERENCES_DIR):
         try:
             needs.preferences[str(args["dest"])] = renderer.render_file(str(args["src"]))

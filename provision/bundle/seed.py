@@ -19,7 +19,7 @@ from provision.bundle.manifest import Manifest
 from provision.inventory.model import Inventory
 from provision.playbook.model import Play
 from provision.playbook.templating import Renderer, TemplateError, make_environment
-from provision.runner.runner import host_variables, inventory_variables
+from provision.settings.variables import host_variables, inventory_variables
 
 DOCKER_HUB_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 

@@ -10,7 +10,7 @@ from provision.errors import InputError
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.runner.results import RunResult
-from provision.runner.runner import host_variables
+from provision.settings.variables import host_variables
 from provision.shell import quote
 
 SERVING_ROLE = "vllm"

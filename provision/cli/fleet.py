@@ -40,8 +40,9 @@ from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import RunConfig, Runner, connect, host_variables
+from provision.runner.runner import RunConfig, Runner, connect
 from provision.secrets import REDACTOR
+from provision.settings.variables import host_variables
 from provision.status_page.page import render_page
 from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
 from provision.vllm.ops.vllm_service import VllmServiceArgs

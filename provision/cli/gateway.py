@@ -24,7 +24,7 @@ from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host, Inventory
 from provision.office_gateway.admin import ServerView, admin_script, parse_users, parse_view
 from provision.office_gateway.backends import BackendError, backends
-from provision.runner.runner import host_variables, inventory_variables
+from provision.settings.variables import host_variables, inventory_variables
 
 DEFAULT_GROUP = "office_gateway"
 ROLE = "office_gateway"

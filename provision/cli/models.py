@@ -19,7 +19,7 @@ from rich.text import Text
 from provision.cli.inputs import EXIT_OK, roles_of
 from provision.errors import InputError
 from provision.settings import load_specs, profiles
-from provision.settings.sources import RoleDefaults
+from provision.settings.variables import RoleDefaults
 from provision.vllm.gpus import GpuProfile
 from provision.vllm.ops.memory_plan import model_shape
 from provision.vllm.planner import ServingSettings, plan_memory

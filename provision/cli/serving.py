@@ -41,8 +41,9 @@ from provision.playbook.loader import load_playbook, load_task_file
 from provision.playbook.model import Play, Role
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.results import Status
-from provision.runner.runner import RunConfig, Runner, host_variables
+from provision.runner.runner import RunConfig, Runner
 from provision.secrets import REDACTOR
+from provision.settings.variables import host_variables
 from provision.vllm.argv import FlagError, serve_arguments
 
 RELEASE_OP = "vllm_release"
@@ -60,7 +61,7 @@ def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
         raise InputError(f"{role.path / file_name} has no tasks", file=role.path / file_name)
     only = Role(name=role.name, path=role.path, tasks=tasks, handlers=[], defaults=play.defaults)
     return Play(name=f"{role_name}/{file_name}", hosts=play.hosts, roles=[only], vars=play.vars, source=play.source,
-                specs=play.specs)
+                specs=play.specs, var_lines=play.var_lines)
 
 
 def run_task_file(args: argparse.Namespace, console: Console, role_name: str, file_name: str,

@@ -1,10 +1,12 @@
 """`provision vars INVENTORY [--host NAME]`: every effective variable of a host and where it came from.
 
-Read only: the inventory, `-e` and the roles' defaults, checked like every command does; no host is
+Read only: the inventory, `-e`, the play `vars:` of the plays the host is in and the roles' defaults,
+checked like every command does and layered as `up` layers them (settings/variables.py); no host is
 contacted. Secrets (tagged `!secret`/`!env`, secret-looking names, or declared `secret: true`) print
 as `***`. A value that is a template shows what it evaluates to for that host, rendered as `up`
 renders it (the template is kept beside it); one that reads the host's facts, itself or through
-another variable, cannot be known without the host and says so, naming the facts.
+another variable, cannot be known without the host and says so, naming the facts. Where two plays
+of the host set the same variable, the later play's value is shown.
 """
 
 from __future__ import annotations
@@ -18,16 +20,15 @@ from rich.console import Console
 from rich.table import Table
 
 from provision import content
-from provision.cli.inputs import EXIT_OK, inventory_sources, playbook_of, roles_of, validated_inventory
+from provision.cli.inputs import EXIT_OK, inventory_sources, playbook_of, plays_of, roles_of, validated_inventory
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host, Inventory
-from provision.inventory.suggest import did_you_mean
 from provision.playbook.templating import Renderer, TemplateError, facts_read, make_environment
-from provision.runner.runner import inventory_variables
 from provision.secrets import MASK, REDACTOR, Secret
 from provision.settings import load_specs
-from provision.settings.sources import RoleDefaults, Value, effective
+from provision.settings.variables import RoleDefaults, Value, effective, inventory_variables
+from provision.suggest import did_you_mean
 
 
 def _shown(value: Any, secret: bool) -> Any:
@@ -106,20 +107,22 @@ def cmd_vars(args: argparse.Namespace, console: Console) -> int:
     specs = load_specs([roles_dir])
     secret_names = {name for name, option in specs.options.items() if option.secret}
     defaults = RoleDefaults.read(roles_dir)
-    rows = {}
+    plays = plays_of(args)
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
     for host in hosts:
-        variables = effective(host, inventory, defaults, extra_vars, specs)
+        in_plays = [play for play in plays if host in inventory.play_hosts(play.hosts)]
+        variables = effective(host, inventory, defaults, extra_vars, specs, in_plays)
         rows[host.name] = host_rows(variables, secret_names, evaluated(host, inventory, variables, secret_names))
     if args.json:
         console.print_json(REDACTOR.json(rows))
         return EXIT_OK
     console.print(content.describe(getattr(args, "roles_path", None), getattr(args, "playbook", None)),
                   highlight=False, markup=False)
-    for name, variables in rows.items():
+    for name, host_table in rows.items():
         table = Table(title=name, title_justify="left")
         for column in ("variable", "value", "from"):
             table.add_column(column, overflow="fold")
-        for variable, row in variables.items():
+        for variable, row in host_table.items():
             table.add_row(variable, REDACTOR(shown_value(row)), row["from"])
         console.print(table)
     return EXIT_OK

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class CommandResult:
+    """What one command on a host gave back (a run's result is `runner.results.RunResult`)."""
+
     stdout: str
     stderr: str
     rc: int
@@ -73,14 +75,19 @@ class LineStream:
 class Connection(Protocol):
     """A host we can run scripts on. Implementations: SSHConnection, LocalConnection."""
 
-    host_name: str
-    round_trips: int
+    @property
+    def host_name(self) -> str: ...
+
+    @property
+    def round_trips(self) -> int:
+        """Round trips to the host so far (the figure a run reports)."""
+        ...
 
     def run(
         self, script: str, *, sudo: bool = True, data: bytes | None = None,
         env: dict[str, str] | None = None, timeout: float | None = None,
         on_output: Callable[[str], None] | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         """Run `script` with bash on the host; never raises on non-zero exit. `on_output` gets each
         stdout line as it arrives (for progress)."""
         ...
@@ -97,12 +104,12 @@ class Connection(Protocol):
         """Append the file `local`, from byte `offset`, to the host's `remote` (as the login user)."""
         ...
 
-    def run_command(self, command: Command, check: bool = True) -> RunResult:
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
         """Run an operation's Command; raise CommandFailed on non-zero exit when `check`."""
         ...
 
 
-def checked(conn: Connection, command: Command, check: bool = True) -> RunResult:
+def checked(conn: Connection, command: Command, check: bool = True) -> CommandResult:
     """Shared body of run_command: run, and turn a non-zero exit into CommandFailed."""
     result = conn.run(command.script, sudo=command.sudo, data=command.data, env=command.env,
                       timeout=command.timeout)

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from provision.connection.base import LineStream, RunResult, checked, wrap_script
+from provision.connection.base import CommandResult, LineStream, checked, wrap_script
 from provision.connection.become import become_command, handshake
 from provision.secrets import Secret
 from provision.shell import Command
@@ -44,7 +44,7 @@ class LocalConnection:
         self, script: str, *, sudo: bool = True, data: bytes | None = None,
         env: dict[str, str] | None = None, timeout: float | None = None,
         on_output: Callable[[str], None] | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         self.round_trips += 1
         process, early = self._spawn(sudo)
         try:
@@ -52,27 +52,28 @@ class LocalConnection:
         except subprocess.TimeoutExpired:
             process.kill()
             stdout_bytes, _ = process.communicate()
-            return RunResult(stdout_bytes.decode(errors="replace"), "(timed out)", -1)
+            return CommandResult(stdout_bytes.decode(errors="replace"), "(timed out)", -1)
         stdout = stdout_bytes.decode(errors="replace")
         if on_output:
             for line in stdout.splitlines():
                 on_output(line)
-        return RunResult(stdout, (early + stderr_bytes).decode(errors="replace"), process.returncode)
+        return CommandResult(stdout, (early + stderr_bytes).decode(errors="replace"), process.returncode)
 
-    def run_command(self, command: Command, check: bool = True) -> RunResult:
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
         return checked(self, command, check)
 
     def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
         """Start a long-running script; its stdout lines as they come. Closing the stream closes the pipe
         and ends the process."""
         process, _ = self._spawn(sudo)
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(wrap_script(script, None, env, keep_stdin=True).encode())
-        process.stdin.flush()
+        stdin = process.stdin
+        assert stdin is not None and process.stdout is not None
+        stdin.write(wrap_script(script, None, env, keep_stdin=True).encode())
+        stdin.flush()
 
         def stop() -> None:
             with contextlib.suppress(OSError):
-                process.stdin.close()
+                stdin.close()
             process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)

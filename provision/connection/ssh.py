@@ -22,7 +22,7 @@ from fabric import Config
 from fabric import Connection as FabricConnection
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
-from provision.connection.base import LineStream, RunResult, checked, wrap_script
+from provision.connection.base import CommandResult, LineStream, checked, wrap_script
 from provision.connection.become import BecomeFailed, become_command, handshake
 from provision.connection.known_hosts import (
     DEFAULT_GLOBAL_FILES,
@@ -151,7 +151,7 @@ class SSHConnection:
         self, script: str, *, sudo: bool = True, data: bytes | None = None,
         env: dict[str, str] | None = None, timeout: float | None = None,
         on_output: Callable[[str], None] | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         """Run a bash script on the host; the script (and payload) go on stdin, not argv."""
         self.round_trips += 1
         with self._lost_connection():
@@ -160,7 +160,7 @@ class SSHConnection:
             channel.shutdown_write()
             return _collect(channel, timeout or self._command_timeout_s, on_output, early_stderr)
 
-    def run_command(self, command: Command, check: bool = True) -> RunResult:
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
         return checked(self, command, check)
 
     def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
@@ -266,7 +266,7 @@ def _wait_for_output(channel: paramiko.Channel) -> None:
 
 
 def _collect(channel: paramiko.Channel, timeout: float | None,
-             on_output: Callable[[str], None] | None, early_stderr: bytes = b"") -> RunResult:
+             on_output: Callable[[str], None] | None, early_stderr: bytes = b"") -> CommandResult:
     """Read stdout/stderr until the command exits (or the timeout passes: rc -1)."""
     deadline = time.monotonic() + timeout if timeout else None
     out, err = bytearray(), bytearray(early_stderr)
@@ -301,7 +301,7 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
             raise HostUnreachable("the connection was lost while a command ran")
         if deadline and time.monotonic() > deadline:
             channel.close()
-            return RunResult(out.decode(errors="replace"), err.decode(errors="replace") + "\n(timed out)", -1)
+            return CommandResult(out.decode(errors="replace"), err.decode(errors="replace") + "\n(timed out)", -1)
         if not progressed:
             _wait_for_output(channel)
     rc = channel.recv_exit_status()
@@ -309,4 +309,4 @@ def _collect(channel: paramiko.Channel, timeout: float | None,
     channel.close()
     if rc == -1 and (transport is None or not transport.is_active()):  # closed with no exit status: gone
         raise HostUnreachable("the connection was lost while a command ran")
-    return RunResult(out.decode(errors="replace"), err.decode(errors="replace"), rc)
+    return CommandResult(out.decode(errors="replace"), err.decode(errors="replace"), rc)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from provision.connection.base import Connection, RunResult, checked
+from provision.connection.base import CommandResult, Connection, LineStream, checked
 from provision.secrets import REDACTOR, hide_secret_sections
 from provision.shell import Command
 
@@ -50,10 +51,11 @@ class TracedConnection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def run(self, script: str, **options: Any) -> RunResult:
+    def run(self, script: str, *, sudo: bool = True, data: bytes | None = None, env: dict[str, str] | None = None,
+            timeout: float | None = None, on_output: Callable[[str], None] | None = None) -> CommandResult:
         started = time.monotonic()
         self.say(REDACTOR(f"{self.host_name} | $ {headline(script)}"))
-        result = self.inner.run(script, **options)
+        result = self.inner.run(script, sudo=sudo, data=data, env=env, timeout=timeout, on_output=on_output)
         self.say(f"{self.host_name} | exit {result.rc} after {time.monotonic() - started:.1f}s")
         if self.verbosity >= 2:
             # a secret probe's section is hidden: its value is not known to the redactor before it is parsed
@@ -62,8 +64,14 @@ class TracedConnection:
                     self.say(REDACTOR(f"{self.host_name} | {stream}: {line}"))
         return result
 
-    def run_command(self, command: Command, check: bool = True) -> RunResult:
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
         return checked(self, command, check)
+
+    def start(self, script: str, *, sudo: bool = True, env: dict[str, str] | None = None) -> LineStream:
+        return self.inner.start(script, sudo=sudo, env=env)
+
+    def upload(self, local: Path, remote: str, offset: int, advance: Callable[[int], None]) -> None:
+        self.inner.upload(local, remote, offset, advance)
 
     def close(self) -> None:
         self.inner.close()

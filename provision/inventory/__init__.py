@@ -3,6 +3,5 @@
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.loader import load_inventory
 from provision.inventory.model import Host, Inventory
-from provision.inventory.vars import merge_vars
 
-__all__ = ["Host", "Inventory", "load_inventory", "merge_vars", "parse_extra_vars"]
+__all__ = ["Host", "Inventory", "load_inventory", "parse_extra_vars"]

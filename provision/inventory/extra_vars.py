@@ -20,8 +20,8 @@ from typing import Any
 
 from provision.errors import InputError
 from provision.inventory.vars import mark_secrets
-from provision.inventory.yaml_loader import YamlDocument, load_yaml_file, load_yaml_text
 from provision.secrets import REDACTOR, Secret
+from provision.yaml_loader import YamlDocument, load_yaml_file, load_yaml_text
 
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SECRET_WORD = re.compile(r"token|passw|secret|api_?key", re.IGNORECASE)

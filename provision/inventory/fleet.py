@@ -16,8 +16,8 @@ from provision.errors import InputError
 from provision.inventory.graph import InventoryGraph
 from provision.inventory.hostnames import HostPatternError, expand_hosts, host_and_port
 from provision.inventory.model import Origin
-from provision.inventory.suggest import did_you_mean
-from provision.inventory.yaml_loader import YamlDocument, YamlPath
+from provision.suggest import did_you_mean
+from provision.yaml_loader import YamlDocument, YamlPath
 
 GROUP_KEYS = ("hosts", "vars", "children")
 

@@ -17,7 +17,7 @@ from provision.errors import InputError
 from provision.inventory.model import CONNECTION_KEYS, LOGIN_PASSWORD_VARS, Host, Origin
 from provision.inventory.settings import check_setting
 from provision.inventory.vars import mark_secrets
-from provision.inventory.yaml_loader import YamlDocument, YamlPath
+from provision.yaml_loader import YamlDocument, YamlPath
 
 NO_PASSWORD_LOGIN = "password logins are not supported: use a key (key / ansible_ssh_private_key_file)"
 

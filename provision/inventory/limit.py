@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from provision.errors import InputError
 from provision.input_files import read_input_text
 from provision.inventory.hostnames import HostPatternError, split_port
-from provision.inventory.suggest import did_you_mean
+from provision.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from provision.inventory.model import Host, Inventory

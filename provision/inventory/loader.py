@@ -16,7 +16,7 @@ from provision.inventory.model import Inventory
 from provision.inventory.resolve import load_ansible_inventory
 from provision.inventory.single_host import SINGLE_HOST_KEYS, read_single_host
 from provision.inventory.sources import is_host_list
-from provision.inventory.yaml_loader import load_yaml_file
+from provision.yaml_loader import load_yaml_file
 
 FORMS_HINT = "a host file (`address: 192.168.1.50` ...) or an Ansible inventory (YAML `all:` with `hosts:`, or INI)"
 YAML_SUFFIXES = (".yml", ".yaml")

@@ -20,8 +20,8 @@ from provision.errors import InputError
 from provision.inventory.graph import refuse_unprintable
 from provision.inventory.layers import build_host, read_layer
 from provision.inventory.model import CONNECTION_KEYS, GroupInfo, Inventory, Origin
-from provision.inventory.suggest import did_you_mean
-from provision.inventory.yaml_loader import YamlDocument
+from provision.suggest import did_you_mean
+from provision.yaml_loader import YamlDocument
 
 SINGLE_HOST_KEYS = ("name", "address", "port", "user", "key", "become", "become_user", "become_password",
                     "connection", "known_hosts", "vars")

@@ -23,7 +23,7 @@ from provision.inventory.fleet import read_yaml_inventory
 from provision.inventory.graph import InventoryGraph
 from provision.inventory.ini import read_ini
 from provision.inventory.model import Origin
-from provision.inventory.yaml_loader import load_yaml_text, refuse_vault_text
+from provision.yaml_loader import load_yaml_text, refuse_vault_text
 
 IGNORED_NAMES = re.compile(r"^\.|^host_vars$|^group_vars$|^vars_plugins$")
 IGNORED_ENDINGS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry")

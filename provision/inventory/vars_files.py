@@ -23,7 +23,7 @@ from typing import Any
 from provision.errors import InputError
 from provision.input_files import folder_inside, read_input_bytes
 from provision.inventory.model import Origin
-from provision.inventory.yaml_loader import load_yaml_file
+from provision.yaml_loader import load_yaml_file
 
 EXTENSIONS = (".yml", ".yaml", ".json")
 

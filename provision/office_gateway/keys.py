@@ -52,7 +52,7 @@ def prepare(inventory: Inventory, hosts: list[Host], extra_vars: dict[str, Any],
             check: bool) -> dict[str, dict[str, str]]:
     """Check every selected gateway's users, backend key and TLS files; generate the users' missing keys
     unless `check`. Returns gateway -> {user: new key}."""
-    from provision.runner.runner import inventory_variables
+    from provision.settings.variables import inventory_variables
 
     made: dict[str, dict[str, str]] = {}
     for host in hosts:

@@ -27,7 +27,7 @@ from pydantic import field_validator, model_validator
 
 from provision.escape import deb822_value, deb822_words
 from provision.ops.apt import APT_GET
-from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import OpArgs, Operation, Plan, Probe, Step, register
 from provision.ops.fields import DebWordList, Url, UrlList
 from provision.ops.scripting import atomic_write_script, fields_probe, text_diff
 from provision.shell import Command, quote
@@ -199,7 +199,8 @@ class AptRepositoryOperation(Operation):
         if architectures is None:
             architectures = [arch] if (arch := deb_architecture(facts)) else []
         wanted = render_sources(args, architectures)
-        commands, summary = [], []
+        commands: list[Step] = []
+        summary: list[str] = []
         if args.key_file is not None:
             keyring = dearmor(args.key_file)
             if fields.get("keyring_sha256") != hashlib.sha256(keyring).hexdigest():

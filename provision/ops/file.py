@@ -10,7 +10,7 @@ Without `content`, `state: present` only makes sure the file exists (empty if ne
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from provision.errors import InputError
 from provision.ops.base import OpArgs, Operation, Plan, Probe, register
@@ -76,7 +76,7 @@ class FileOperation(Operation):
     """Converged when the content (by sha256), owner, group and mode match."""
 
     name = "file"
-    Args = FileArgs
+    Args: ClassVar[type[FileArgs]] = FileArgs
 
     def probe(self, args: FileArgs) -> Probe[FileState]:
         data = args.content_bytes()

@@ -17,8 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import field_validator
 
 from provision.ops.base import OpArgs, Operation, Plan, Probe, register
-from provision.ops.scripting import fields_probe
-from provision.shell import quote
+from provision.ops.scripting import fields_probe, port_open_script
 
 CHECK_TIMEOUT_S = 3
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -51,10 +50,9 @@ class MirrorChoiceArgs(OpArgs):
         return parts.hostname or "", parts.port or DEFAULT_PORTS[parts.scheme]
 
 
-def check_script(args: MirrorChoiceArgs) -> str:
+def mirror_up_script(args: MirrorChoiceArgs) -> str:
     host, port = args.mirror_address()
-    return (f"if timeout {CHECK_TIMEOUT_S} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {quote(host)} {port} "
-            "2>/dev/null; then echo up=1; else echo up=0; fi")
+    return port_open_script(host, port, CHECK_TIMEOUT_S)
 
 
 @register
@@ -64,7 +62,7 @@ class MirrorChoiceOperation(Operation):
     reports = True
 
     def probe(self, args: MirrorChoiceArgs) -> Probe[dict[str, str]] | None:
-        return fields_probe(check_script(args)) if args.mirror else None
+        return fields_probe(mirror_up_script(args)) if args.mirror else None
 
     def plan(self, args: MirrorChoiceArgs, facts: Any, state: dict[str, str] | None) -> Plan:
         if not args.mirror or state is None:

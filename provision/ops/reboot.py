@@ -59,7 +59,7 @@ echo "token=$token"
 nohup setsid sh -c 'sleep 2; systemctl reboot' >/dev/null 2>&1 </dev/null &"""
 
 
-def check_script(marker_path: str) -> str:
+def boot_state_script(marker_path: str) -> str:
     return f'echo "boot_id=$(cat {BOOT_ID})"\necho "marker=$(cat -- {quote(marker_path)} 2>/dev/null)"'
 
 
@@ -90,7 +90,7 @@ class RebootOperation(Operation):
             ctx.progress(f"waiting for the reboot{f' ({args.reason})' if args.reason else ''}", elapsed, args.timeout)
             try:
                 conn = ctx.reconnect()
-                now = parse_fields(conn.run(check_script(args.marker_path), sudo=True).stdout)
+                now = parse_fields(conn.run(boot_state_script(args.marker_path), sudo=True).stdout)
             except HostKeyRefused:
                 raise
             except Exception as error:  # a rebooting host fails in many ways (refused, reset, timeout)

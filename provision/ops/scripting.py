@@ -31,6 +31,13 @@ def fields_probe(body: str) -> Probe[dict[str, str]]:
     return Probe(probe_block(body), parse_fields)
 
 
+def port_open_script(host: str, port: int, timeout_s: float) -> str:
+    """Bash that prints `up=1` when a TCP connection to `host:port` opens within `timeout_s`, else
+    `up=0` (bash's /dev/tcp: no nc or curl needed on the host)."""
+    return (f"if timeout {timeout_s} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' {quote(host)} {port} "
+            "2>/dev/null; then echo up=1; else echo up=0; fi")
+
+
 def normalize_mode(value: object) -> str | None:
     """A file mode as a 4-digit octal string ("0644"); refuses YAML's octal-looking integers."""
     if value is None:

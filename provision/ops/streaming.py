@@ -11,15 +11,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.errors import CommandFailed
 from provision.secrets import REDACTOR
 from provision.shell import Command
 
 
-def run_streaming(conn: Any, command: Command, on_line: Callable[[str], None], check: bool = True) -> RunResult:
+def run_streaming(conn: Any, command: Command, on_line: Callable[[str], None], check: bool = True) -> CommandResult:
     """Run `command`, feeding stdout lines to `on_line`; a non-zero exit raises CommandFailed."""
-    result: RunResult = conn.run(command.script, sudo=command.sudo, data=command.data, env=command.env,
+    result: CommandResult = conn.run(command.script, sudo=command.sudo, data=command.data, env=command.env,
                                  timeout=command.timeout, on_output=on_line)
     if check and result.rc != 0:
         raise CommandFailed(command=REDACTOR(command.description or command.script), exit_code=result.rc,

@@ -45,7 +45,7 @@ class VerifyArgs(OpArgs):
         return value
 
 
-def check_script(args: VerifyArgs) -> str:
+def verify_script(args: VerifyArgs) -> str:
     """Bash that runs the check and prints `rc=` and `out=` (its stdout and stderr, base64)."""
     return (f"rc=0; out=$(timeout {args.timeout:g} bash -o pipefail -c {quote(args.cmd)} 2>&1) || rc=$?\n"
             'echo "rc=$rc"\n'
@@ -89,7 +89,7 @@ class VerifyOperation(Operation):
     Args = VerifyArgs
 
     def probe(self, args: VerifyArgs) -> Probe[tuple[int | None, str]]:
-        return Probe(probe_block(check_script(args)), parse_check)
+        return Probe(probe_block(verify_script(args)), parse_check)
 
     def plan(self, args: VerifyArgs, facts: Any, state: tuple[int | None, str]) -> Plan:
         rc, output = state
@@ -98,7 +98,7 @@ class VerifyOperation(Operation):
         if not args.defer:
             raise TaskFailed(describe_failure(args, rc, output))
         what = args.msg.strip().splitlines()[0] if args.msg.strip() else first_line(args.cmd)
-        command = Command(script=check_script(args), description=f"verify: {first_line(args.cmd)}",
+        command = Command(script=verify_script(args), description=f"verify: {first_line(args.cmd)}",
                           timeout=args.timeout + 30)
         return VerifyPlan(changed=False, steps=[command],
                           summary=f"checked again in the run; not true yet: {what}", args=args)

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from provision import interrupt
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
-from provision.ops.scripting import fields_probe
+from provision.ops.scripting import fields_probe, port_open_script
 from provision.shell import Command, parse_fields, quote
 
 CHECK_TIMEOUT_S = 5
@@ -47,13 +47,10 @@ class WaitForArgs(OpArgs):
         return f"{self.host}:{self.port}" if self.port is not None else str(self.url)
 
 
-def check_script(args: WaitForArgs) -> str:
+def target_up_script(args: WaitForArgs) -> str:
     """Bash that prints `up=1` or `up=0` (and, for a URL, `status=`) after one quick check."""
     if args.port is not None:
-        return (
-            f"if timeout {CHECK_TIMEOUT_S} bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' "
-            f"{quote(args.host)} {args.port} 2>/dev/null; then echo up=1; else echo up=0; fi"
-        )
+        return port_open_script(args.host, args.port, CHECK_TIMEOUT_S)
     contains = (f' && {{ grep -qF -- {quote(args.contains)} "$body" || up=0; }}'
                 if args.contains is not None else "")
     return f"""if ! command -v curl >/dev/null 2>&1; then echo curl=missing; echo up=0; else
@@ -91,12 +88,12 @@ class WaitForOperation(Operation):
     sleep = staticmethod(interrupt.sleep)
 
     def probe(self, args: WaitForArgs) -> Probe[dict[str, str]]:
-        return fields_probe(check_script(args))
+        return fields_probe(target_up_script(args))
 
     def plan(self, args: WaitForArgs, facts: Any, state: dict[str, str]) -> Plan:
         if state.get("up") == "1":
             return Plan.ok(f"{args.target} is up")
-        command = Command(script=check_script(args), description=f"check {args.target} every {args.interval:g}s "
+        command = Command(script=target_up_script(args), description=f"check {args.target} every {args.interval:g}s "
                                                                  f"until it is up, {args.timeout:g}s at most")
         return WaitPlan(changed=False, steps=[command],
                         summary=f"wait up to {args.timeout:g}s for {args.target}", args=args)

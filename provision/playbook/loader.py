@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InputError
-from provision.inventory.suggest import did_you_mean
-from provision.inventory.yaml_loader import YamlDocument, load_yaml_file
 from provision.ops import REGISTRY
 from provision.playbook.model import TASK_KEYWORDS, Play, Role, Source, Task
 from provision.settings.spec import load_specs
+from provision.suggest import did_you_mean
+from provision.yaml_loader import YamlDocument, load_yaml_file
 
 PLAY_KEYS = frozenset({"name", "hosts", "roles", "vars", "serial", "max_fail_percentage"})
 
@@ -92,7 +92,8 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
     """playbooks/site.yaml -> plays; roles are looked up in `roles_dir` (default: ../roles)."""
     roles_dir = roles_dir or path.resolve().parent.parent / "roles"
     plays = []
-    for raw, line in _items_with_lines(load_yaml_file(path, cached=True), "plays"):
+    doc = load_yaml_file(path, cached=True)
+    for index, (raw, line) in enumerate(_items_with_lines(doc, "plays")):
         where = Source(path, line)
         if not isinstance(raw, dict):
             raise InputError("a play must be a mapping", file=path, line=line)
@@ -109,6 +110,7 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
             source=where,
             serial=None if serial is None else (serial if isinstance(serial, list) else [serial]),
             max_fail_percentage=raw.get("max_fail_percentage"),
+            var_lines={str(key): doc.line((index, "vars", key)) for key in raw.get("vars") or {}},
         ))
     shared: dict[str, Any] = {}
     for play in plays:

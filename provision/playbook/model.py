@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provision.settings.profiles import profile_layer
 from provision.settings.spec import Specs
+from provision.settings.variables import with_profiles
 
 TASK_KEYWORDS = frozenset(
     {"name", "when", "notify", "tags", "register", "ignore_errors", "changed_when", "listen", "timeout"}
@@ -72,6 +72,8 @@ class Play:
     playbook_defaults: dict[str, Any] = field(default_factory=dict)
     #: the roles' variable declarations (filled by the loader): which variables select a profile
     specs: Specs = field(default_factory=lambda: Specs({}))
+    #: the playbook line of each of `vars` (filled by the loader), for `provision vars`
+    var_lines: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[Task]:
@@ -94,9 +96,8 @@ class Play:
     @property
     def defaults(self) -> dict[str, Any]:
         """Role defaults with the profiles they select by default applied (the default model's
-        settings); a host that selects another profile gets it through `runner.host_variables`."""
-        merged = self.role_defaults
-        return {**merged, **profile_layer(self.specs, merged)}
+        settings); a host that selects another profile gets it through `variables.host_variables`."""
+        return with_profiles(self.role_defaults, self.specs)
 
     @property
     def template_dirs(self) -> list[Path]:

@@ -58,7 +58,8 @@ def _exceeded(what: str, limit: int, name: str) -> LimitExceeded:
 
 def runaway(error: BaseException) -> LimitExceeded:
     """One of Python's own limits (RUNAWAY), hit while rendering, as the LimitExceeded it is."""
-    what = {RecursionError: "nesting depth (a macro that calls itself?)", MemoryError: "memory"}
+    what: dict[type[BaseException], str] = {RecursionError: "nesting depth (a macro that calls itself?)",
+                                           MemoryError: "memory"}
     return LimitExceeded(f"the template exceeds Python's limit on {what.get(type(error), 'number size')}: {error}")
 
 

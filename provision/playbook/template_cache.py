@@ -44,8 +44,10 @@ class CachingEnvironment(BoundedSandbox):
 
     def compile(self, source: Any, name: str | None = None, filename: str | None = None,  # type: ignore[override]
                 raw: bool = False, defer_init: bool = False) -> Any:
-        if raw or not isinstance(source, str):
-            return super().compile(source, name, filename, raw, defer_init)
+        if raw:
+            return super().compile(source, name, filename, True, defer_init)
+        if not isinstance(source, str):
+            return super().compile(source, name, filename, False, defer_init)
         return self._cached(("template", source, name, filename, defer_init),
                             lambda: super(CachingEnvironment, self).compile(source, name, filename, raw, defer_init))
 

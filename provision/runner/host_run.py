@@ -71,6 +71,12 @@ class HostState:
     # the run's office gateways (runner/rotation.py `Rotation`): None in check mode or without one
     rotation: Any = None
 
+    @property
+    def known_facts(self) -> HostFacts:
+        """The facts, once a play's first round trip gathered them (before any of its tasks is planned)."""
+        assert self.facts is not None, "the facts are gathered before a task is planned"
+        return self.facts
+
     def open_early(self, pool: Executor) -> None:
         """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
         are still being rendered: the handshake waits on the network and the host, not on us."""
@@ -263,7 +269,7 @@ class PlayOnHost:
         renderer = self.renderer()
         fields: set[str] = set()
         for task in tasks:
-            if task.when is not None and not self.may_run(task, renderer):
+            if task.when is not None and not self.may_run(task.when, renderer):
                 continue
             op = REGISTRY[task.op]
             values: list[Any] = [task.args, *(_as_template(w) for w in _conditions(task.when)),
@@ -290,10 +296,10 @@ class PlayOnHost:
             return ""
 
     @staticmethod
-    def may_run(task: Task, renderer: Renderer) -> bool:
-        """False only when the task's `when` is false already without facts or later results."""
+    def may_run(when: str | list[str], renderer: Renderer) -> bool:
+        """False only when a task's `when` is false already without facts or later results."""
         try:
-            return renderer.condition(task.when)
+            return renderer.condition(when)
         except (TemplateError, jinja2.TemplateError, ProvisionError):
             return True
 
@@ -316,8 +322,9 @@ class PlayOnHost:
     def describe_unreachable(self, task: Task, error: HostUnreachable) -> str:
         """Which task was in flight, and whether the host may be mid-change (and what a rerun does)."""
         lock = self.state.lock
-        silent = lock and lock.silent_for and not isinstance(error, HostDidNotComeBack)
-        why = f"no answer for {lock.silent_for:.0f} s (the host went silent)" if silent else str(error)
+        silent_for = lock.silent_for if lock is not None else None
+        silent = silent_for and not isinstance(error, HostDidNotComeBack)
+        why = f"no answer for {silent_for:.0f} s (the host went silent)" if silent else str(error)
         where = f"{task.role + ': ' if task.role else ''}{task.name}"
         if self.applying:
             state = ("the host may be mid-change: this task was applying its change (each change is atomic); "
@@ -346,7 +353,7 @@ class PlayOnHost:
             self.cache.fill(self.state.connection(), [probe.snippet, *self.probe_ahead(following)])
         if probe is not None:
             self.used.append((task_key(task), probe.snippet))
-        plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
+        plan = op.plan(args, self.state.known_facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
         if plan.changed and not self.options.check:
             self.persist_notified(task)
         applied = self.apply_in_rotation(op, plan) if not self.options.check else None
@@ -435,7 +442,7 @@ class PlayOnHost:
 
         state = self.state
         context = ApplyContext(
-            conn=state.connection(), facts=state.facts, host_name=state.name,
+            conn=state.connection(), facts=state.known_facts, host_name=state.name,
             progress=lambda description, completed=None, total=None: self.reporter.progress(
                 state.name, description, completed, total),
             reconnect=state.reconnect,

@@ -22,6 +22,7 @@ snippet cannot ask for the sudo password where the task asks for the hub token.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -119,7 +120,7 @@ class ProbeMemory:
             and document.get("play") == play else None
         self._stored[play] = [(p[0], p[1]) for p in stored if isinstance(p, list) and len(p) == 2
                               and isinstance(p[0], str) and isinstance(p[1], str)] if isinstance(stored, list) else []
-        recalled = (_unmask(snippet, secrets, lambda key=task: secrets_asked(tasks[key], variables))
+        recalled = (_unmask(snippet, secrets, functools.partial(secrets_asked, tasks[task], variables))
                     for task, snippet in self._stored[play] if task in tasks)
         return [snippet for snippet in recalled if snippet is not None]
 

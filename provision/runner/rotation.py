@@ -14,6 +14,7 @@ so); a rerun whose release is in place undrains a backend a killed or failed run
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -210,7 +211,8 @@ class GatewayConnection:
     """The run's own connection to a gateway host, opened at its first use, closed with the run."""
 
     def __init__(self, open_connection: Callable[[], Connection]) -> None:
-        self._open, self._conn = open_connection, None
+        self._open = open_connection
+        self._conn: Connection | None = None
         self._lock = threading.Lock()
 
     def run(self, script: str) -> tuple[int, str, str]:
@@ -241,7 +243,7 @@ def office_gateways(hosts: list[Host], magic: Mapping[str, Any],
                                                           gateway_group=group, default_port=1, default_max_requests=1)]
         except BackendError as error:
             raise InputError(f"office gateway {host.name}: {error}") from error
-        connection = GatewayConnection(lambda host=host: open_connection(host))
+        connection = GatewayConnection(functools.partial(open_connection, host))
         socket = str(host.vars.get("office_gateway_admin_socket", DEFAULT_SOCKET))
         gateways.append(Gateway(host.name, ScriptAdmin(host.name, socket, connection.run), frozenset(names)))
         connections.append(connection)

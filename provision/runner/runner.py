@@ -23,7 +23,7 @@ from provision.runner.probe_memory import ProbeMemory, secret_values, selected_t
 from provision.runner.results import HostResult, RunResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
-from provision.settings.profiles import profile_layer
+from provision.settings.variables import host_variables, inventory_variables
 
 INTERRUPTED = "interrupted (Ctrl-C): no new task was started; the changes in flight finished"
 
@@ -52,24 +52,6 @@ def memory_key(host: Host) -> str:
     return f"{host.name} {host.connection} {host.user}@{host.address}:{host.port}"
 
 
-def host_variables(play: Play, host: Host, extra_vars: dict[str, Any]) -> dict[str, Any]:
-    """Role defaults < the profiles they select (`model:`) < play vars < inventory (group, then host)
-    vars < -e extra vars."""
-    chosen = {**play.role_defaults, **play.vars, **host.vars, **extra_vars}
-    return {**play.role_defaults, **profile_layer(play.specs, chosen), **play.vars, **host.vars, **extra_vars}
-
-
-def inventory_variables(inventory: Inventory) -> dict[str, Any]:
-    """Ansible's magic `groups` (group -> host names, `all` included) and `hostvars` (host -> its
-    inventory vars and `address`), so a role can find another host, e.g. the office cache."""
-    groups: dict[str, list[str]] = {"all": [host.name for host in inventory.hosts]}
-    for name in inventory.group_names:
-        groups[name] = [host.name for host in inventory.hosts if name in host.groups]
-    hostvars = {host.name: {**host.vars, "address": host.address, "inventory_hostname": host.name}
-                for host in inventory.hosts}
-    return {"groups": groups, "hostvars": hostvars}
-
-
 class Runner:
     """Runs plays over an inventory's hosts and collects per-host results."""
 
@@ -93,7 +75,7 @@ class Runner:
             if locking:
                 state.lock = RunLock(host.name, config.command, wait_s=config.wait_lock_s,
                                      silent_after_s=config.timeouts.silent_s,
-                                     progress=lambda text, n=host.name: self.reporter.progress(n, text, None, None))
+                                     progress=self.progress_of(host.name))
             if config.probe_memory is not None:
                 state.memory = ProbeMemory(config.probe_memory, memory_key(host))
             self.states[host.name] = state
@@ -112,6 +94,10 @@ class Runner:
             for connection in connections:
                 connection.close()
         return RunResult(self.results, check=self.config.options.check, aborted=aborted)
+
+    def progress_of(self, host_name: str) -> Callable[[str], None]:
+        """A line of progress about `host_name` (the run lock's waiting), to the reporter."""
+        return lambda text: self.reporter.progress(host_name, text, None, None)
 
     def office_rotation(self) -> list[Any]:
         """The inventory's office gateways, for the hosts' interrupting changes (runner/rotation.py);

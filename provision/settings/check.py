@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.escape import control_character
-from provision.inventory.suggest import did_you_mean
 from provision.secrets import Secret, reveal
 from provision.settings.flags import FlagList
 from provision.settings.formats import FORMATS
 from provision.settings.spec import Option
+from provision.suggest import did_you_mean
 
 PLAIN_INT = re.compile(r"\s*[-+]?\d+(_\d+)*\s*")  # what Python's int() reads
 # vLLM's human_readable_int (vllm/utils/argparse_utils.py): 25.6k, 8G, 2K; never 1.5K (binary, decimal)

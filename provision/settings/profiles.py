@@ -1,9 +1,10 @@
 """Named profiles: a variable whose value picks one file of variables, applied above the role defaults.
 
 `model: qwen2.5-vl-7b-awq` (declared with `profiles: models` in roles/vllm/meta/argument_specs.yaml)
-applies `roles/vllm/models/qwen2.5-vl-7b-awq.yaml`: role defaults < the profile < inventory < `-e`, so
-every field of a profile can be overridden per host. A profile's values are checked like any other
-(declared, typed); a name that has no file is refused where it was set, with "did you mean".
+applies `roles/vllm/models/qwen2.5-vl-7b-awq.yaml`: role defaults < the profile < play vars < inventory
+< `-e` (settings/variables.py), so every field of a profile can be overridden per host. A profile's
+values are checked like any other (declared, typed); a name that has no file is refused where it was
+set, with "did you mean".
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InputError
-from provision.inventory.suggest import did_you_mean
-from provision.inventory.yaml_loader import load_yaml_file
-from provision.settings.spec import Option, Specs
+from provision.settings.spec import Option
+from provision.suggest import did_you_mean
+from provision.yaml_loader import load_yaml_file
 
 SUFFIX = ".yaml"
 #: a profile's own keys that are not variables: a one-line summary for `provision models`
@@ -78,12 +79,3 @@ def selected(option: Option, value: Any, where: tuple[Path | str | None, int | N
                          f" known: {', '.join(known)}", where[0] or "-e", where[1], option.name)
     return read(option, value)
 
-
-def profile_layer(specs: Specs, variables: Mapping[str, Any]) -> dict[str, Any]:
-    """The plain values of every profile the (merged, profile-less) `variables` select."""
-    layer: dict[str, Any] = {}
-    for option in specs.profile_options:
-        if option.name in variables:
-            layer.update({key: item.value for key, item in selected(option, variables[option.name],
-                                                                    (option.file, option.line)).items()})
-    return layer

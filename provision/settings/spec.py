@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import InputError
-from provision.inventory.suggest import did_you_mean
-from provision.inventory.yaml_loader import YamlDocument, load_yaml_file
 from provision.settings.flags import FlagList, load_flag_list
 from provision.settings.formats import FORMATS
+from provision.suggest import did_you_mean
+from provision.yaml_loader import YamlDocument, load_yaml_file
 
 SPEC_FILE = Path("meta") / "argument_specs.yaml"
 TYPES = ("str", "int", "float", "bool", "list", "dict", "path")

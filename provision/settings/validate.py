@@ -17,10 +17,10 @@ from typing import Any
 
 from provision.errors import InputError
 from provision.inventory.model import CONNECTION_KEYS, Host, Inventory
-from provision.inventory.suggest import closest, did_you_mean
 from provision.settings.check import check_flags, check_value
-from provision.settings.sources import RoleDefaults, Value, effective
 from provision.settings.spec import Option, Specs
+from provision.settings.variables import RoleDefaults, Value, effective
+from provision.suggest import closest, did_you_mean
 
 USER_DECLARED = "vars_declared"
 #: names the engine itself gives every task
@@ -73,11 +73,11 @@ def check_host(variables: dict[str, Value], specs: Specs) -> list[InputError]:
     plain = {name: value.value for name, value in variables.items()}
     declared = {**specs.options, **own}
     for name in sorted(set(specs.options) - set(variables)):
-        option = specs.options[name]
+        required = specs.options[name]
         chosen = [f"the {o.name} profile {variables[o.name].value!r} ({variables[o.name].where})"
                   for o in specs.profile_options if o.name in variables]
         problems.append(InputError(f"has no value: no role default, and {' or '.join(chosen) or 'no profile'} "
-                                   "does not set it", option.file, option.line, name))
+                                   "does not set it", required.file, required.line, name))
     for name, origin in variables.items():
         option = declared.get(name)
         if option is None:

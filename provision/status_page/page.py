@@ -30,7 +30,8 @@ from html import escape
 from importlib.resources import files
 from typing import Any
 
-VENDOR = files("provision.status_page") / "vendor"
+PAGE = files("provision.status_page")
+VENDOR = PAGE / "vendor"
 UPLOT_VERSION = "1.6.32"
 
 STYLE = """
@@ -111,7 +112,7 @@ class Live:
 # vllm:gpu_cache_usage_perc before v0.10 and is vllm:kv_cache_usage_perc since: either is read. The
 # job and the `instance` label (the host's inventory name) are roles/office_metrics's
 # (provision/office_metrics/targets.py).
-CHARTS = (
+CHARTS: tuple[LiveChart, ...] = (
     LiveChart("tokens", "generated tokens/s", "tok/s", (
         ("tok/s", "#0969da", 'sum by (instance) (rate(vllm:generation_tokens_total{job="vllm"}[1m]))'),)),
     LiveChart("requests", "requests running / waiting", "requests", (
@@ -310,7 +311,7 @@ def render_page(rows: dict[str, dict[str, Any]], collected_at: float | None = No
     live_parts = ""
     if live:
         live_parts = (f'<script type="application/json" id="live-config">{json_for_script(asdict(live))}</script>'
-                      f'<script>{(VENDOR.parent / "page.js").read_text()}</script>')
+                      f'<script>{(PAGE / "page.js").read_text()}</script>')
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">

@@ -33,4 +33,4 @@ def serve_flags(variables: Mapping[str, Any], planned: Mapping[str, Any] | None 
 @jinja2.pass_context
 def vllm_serve_flags(context: jinja2.runtime.Context, planned: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Template function: `serve_flags` over the variables the template sees."""
-    return serve_flags(context, planned)
+    return serve_flags(context, planned)  # type: ignore[arg-type]  # a Context reads like a Mapping

@@ -128,10 +128,9 @@ def planned_vs_actual(planned: dict[str, Any], actual: StartupMemory) -> str:
     if actual.max_concurrency is not None and planned.get("full_sequences") is not None:
         parts.append(f"full-length sequences planned {planned['full_sequences']:.2f}, "
                      f"vLLM {actual.max_concurrency:.2f}")
-    found = [f"{what} {value:.2f} GiB" for what, value in (
+    parts.extend(f"{what} {value:.2f} GiB" for what, value in (
         ("weights", actual.weights_gib), ("activation peak", actual.activation_peak_gib),
-        ("non-torch", actual.non_torch_gib)) if value is not None]
-    parts.extend(found)
+        ("non-torch", actual.non_torch_gib)) if value is not None)
     return "; ".join(parts) or "vLLM's start-up log gave no memory figures"
 
 

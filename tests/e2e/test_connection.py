@@ -1,6 +1,9 @@
-"""Host keys are checked, unreachable hosts are reported as such, and sudo (become) works."""
+"""Host keys are checked, unreachable hosts are reported as such, sudo (become) works, and a play's
+`vars:` reach the host as `provision vars` shows them."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -104,3 +107,27 @@ def test_a_proxyjump_hop_is_held_to_the_same_host_key_rules(lab, host, tmp_path)
     known_hosts.write_text(target_known + f"[localhost]:{host.ssh_port} {host.host_key()}\n")
     reached = provision("facts", str(inventory), "--json", env={"HOME": str(home)})
     assert reached.returncode == 0, reached.output
+
+
+def test_a_play_var_reaches_the_host_as_vars_shows_it(lab, host, tmp_path):
+    """`provision vars` and `up` layer a play's `vars:` the same way (settings/variables.py): the value
+    `vars` shows, from the playbook line, is what `up` writes on the host (before, `vars` showed the
+    role default)."""
+    inventory, _ = inventory_for(lab, host, tmp_path, f"[127.0.0.1]:{host.ssh_port} {host.host_key()}\n")
+    playbook = tmp_path / "playbooks/site.yaml"
+    playbook.parent.mkdir()
+    playbook.write_text("- name: greet\n  hosts: all\n  vars:\n    greeting: from the play\n  roles: [greet]\n")
+    role = tmp_path / "roles/greet"
+    (role / "meta").mkdir(parents=True)
+    (role / "defaults.yaml").write_text("greeting: from the role default\n")
+    (role / "meta/argument_specs.yaml").write_text(
+        "options:\n  greeting: {type: str, description: What the greeting file says.}\n")
+    (role / "tasks.yaml").write_text(
+        '- name: greeting file\n  file: {dest: /root/greeting, content: "{{ greeting }}", mode: "0600"}\n')
+    shown = provision("vars", str(inventory), "--playbook", str(playbook), "--json")
+    assert shown.returncode == 0, shown.output
+    row = json.loads(shown.stdout)[host.name]["greeting"]
+    assert row == {"value": "from the play", "from": f"{playbook}:4", "layer": "play vars (greet)"}
+    run = provision("up", str(inventory), "--playbook", str(playbook), json_path=tmp_path / "out.json")
+    assert run.returncode == 0, run.output
+    assert host.exec("cat /root/greeting") == (0, row["value"])

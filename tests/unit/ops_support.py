@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from provision.connection.base import RunResult, checked, wrap_script
+from provision.connection.base import CommandResult, checked, wrap_script
 from provision.ops import REGISTRY
 from provision.ops.base import ApplyContext, Plan
 from provision.shell import Command
@@ -54,10 +54,10 @@ def assert_commands_parse(result: Plan) -> None:
             assert command.data.decode(errors="replace") not in command.script
 
 
-def run_local(script: str, data: bytes | None = None, env: dict[str, str] | None = None) -> RunResult:
+def run_local(script: str, data: bytes | None = None, env: dict[str, str] | None = None) -> CommandResult:
     done = subprocess.run(["bash", "-s"], input=wrap_script(script, data, env).encode(), capture_output=True,
                           check=False, timeout=30)
-    return RunResult(done.stdout.decode(), done.stderr.decode(), done.returncode)
+    return CommandResult(done.stdout.decode(), done.stderr.decode(), done.returncode)
 
 
 def probe_local(op_name: str, **args: Any) -> str:
@@ -70,7 +70,7 @@ def probe_local(op_name: str, **args: Any) -> str:
     return done.stdout
 
 
-def apply_local(result: Plan) -> list[RunResult]:
+def apply_local(result: Plan) -> list[CommandResult]:
     """Run a plan's commands here, in order, stopping at (and asserting on) the first failure."""
     outputs = []
     for command in result.commands:
@@ -95,9 +95,9 @@ def script_of(result: Plan) -> str:
 
 
 class ScriptedConnection:
-    """A connection that answers each `run` with the next scripted reply (a RunResult or an exception)."""
+    """A connection that answers each `run` with the next scripted reply (a CommandResult or an exception)."""
 
-    def __init__(self, replies: list[RunResult | Exception], host_name: str = "lab1") -> None:
+    def __init__(self, replies: list[CommandResult | Exception], host_name: str = "lab1") -> None:
         self.host_name = host_name
         self.round_trips = 0
         self.replies = list(replies)
@@ -105,7 +105,7 @@ class ScriptedConnection:
 
     def run(self, script: str, *, sudo: bool = True, data: bytes | None = None,
             env: dict[str, str] | None = None, timeout: float | None = None,
-            on_output: Callable[[str], None] | None = None) -> RunResult:
+            on_output: Callable[[str], None] | None = None) -> CommandResult:
         self.round_trips += 1
         self.scripts.append(script)
         reply = self.replies.pop(0)
@@ -113,7 +113,7 @@ class ScriptedConnection:
             raise reply
         return _replay(reply, on_output)
 
-    def run_command(self, command: Command, check: bool = True) -> RunResult:
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
         return checked(self, command, check)
 
     def close(self) -> None:
@@ -128,13 +128,13 @@ class LocalTestConnection(ScriptedConnection):
 
     def run(self, script: str, *, sudo: bool = True, data: bytes | None = None,
             env: dict[str, str] | None = None, timeout: float | None = None,
-            on_output: Callable[[str], None] | None = None) -> RunResult:
+            on_output: Callable[[str], None] | None = None) -> CommandResult:
         self.round_trips += 1
         self.scripts.append(script)
         return _replay(run_local(script, data, env), on_output)
 
 
-def _replay(result: RunResult, on_output: Callable[[str], None] | None) -> RunResult:
+def _replay(result: CommandResult, on_output: Callable[[str], None] | None) -> CommandResult:
     """Feed a finished command's stdout lines to `on_output`, as the local connection does."""
     if on_output:
         for line in result.stdout.splitlines():

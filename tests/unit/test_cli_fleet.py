@@ -16,7 +16,7 @@ from provision.facts.parse import parse_probe
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
-from provision.runner.runner import host_variables
+from provision.settings.variables import host_variables
 from provision.vllm.argv import fingerprint
 from tests.unit.serving_support import API_KEY, REPO_ROOT, start_profile_standin, stop
 from tests.unit.test_cli_serving import host_file

@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 
 from provision.cli.main import main
+from provision.inventory.loader import load_inventory
+from provision.playbook.loader import load_playbook
+from provision.settings.variables import host_variables
 
 FLEET = """\
 all:
@@ -88,3 +91,39 @@ def test_a_template_shows_what_it_evaluates_to_and_a_facts_one_says_so(capsys, t
     table = capsys.readouterr().out
     assert "(set from facts.os when a run reads the host)" in table and "192.0.2.50" in table
 
+
+
+PLAYBOOK = """\
+- name: office cache
+  hosts: office_cache
+  vars:
+    gpu_memory_utilization: 0.5
+  roles: [office_cache]
+- name: model server
+  hosts: all
+  vars:
+    gpu_memory_utilization: 0.85
+    max_model_len: 4096
+  roles: [vllm]
+"""
+
+
+def test_a_play_var_shows_as_up_uses_it(capsys, tmp_path):
+    """Before: `vars` layered role defaults < inventory < -e and showed the role default where `up`
+    used the play's `vars:` value; a play the host is not in counts for nothing; the inventory still wins."""
+    roles = Path(__file__).parents[2] / "roles"
+    playbook = tmp_path / "playbooks/site.yaml"
+    playbook.parent.mkdir()
+    playbook.write_text(PLAYBOOK)
+    rows = vars_of(capsys, tmp_path, "--playbook", str(playbook), "--roles-path", str(roles))
+    desk1, desk2 = rows["desk-1"], rows["desk-2"]
+    assert desk2["gpu_memory_utilization"] == {"value": 0.85, "from": f"{playbook}:9",
+                                               "layer": "play vars (model server)"}
+    assert desk2["max_model_len"]["value"] == 4096 and desk2["max_model_len"]["from"] == f"{playbook}:10"
+    assert desk1["max_model_len"]["value"] == 65536 and desk1["max_model_len"]["layer"] == "inventory"
+    inventory = load_inventory(tmp_path / "fleet.yaml")
+    play = load_playbook(playbook, roles)[1]
+    for name, shown in rows.items():
+        up_uses = host_variables(play, inventory.host(name), {})
+        assert {key: up_uses[key] for key in ("gpu_memory_utilization", "max_model_len", "max_num_seqs")} \
+            == {key: shown[key]["value"] for key in ("gpu_memory_utilization", "max_model_len", "max_num_seqs")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.connection.traced import TracedConnection, headline
 from provision.secrets import Secret
 
@@ -11,8 +11,8 @@ class Recorded:
     host_name = "lab1"
     round_trips = 0
 
-    def run(self, script: str, **_: object) -> RunResult:
-        return RunResult("line one\nthe token is s3cr3t-value-123\n", "warning\n", 3)
+    def run(self, script: str, **_: object) -> CommandResult:
+        return CommandResult("line one\nthe token is s3cr3t-value-123\n", "warning\n", 3)
 
     def close(self) -> None: ...
 

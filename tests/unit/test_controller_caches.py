@@ -7,12 +7,12 @@ from __future__ import annotations
 import jinja2
 import pytest
 
+from provision import yaml_loader
 from provision.errors import InputError
-from provision.inventory import yaml_loader
-from provision.inventory.yaml_loader import load_yaml_file
 from provision.playbook import template_cache
 from provision.playbook.templating import Renderer, make_environment
 from provision.secrets import Secret
+from provision.yaml_loader import load_yaml_file
 
 
 @pytest.fixture

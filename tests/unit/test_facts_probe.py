@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.connection.base import RunResult, wrap_script
+from provision.connection.base import CommandResult, wrap_script
 from provision.errors import CommandFailed
 from provision.facts import gather_facts, parse_probe, probe_script, split_sections
 from provision.facts.model import AptSourceLine
@@ -86,11 +86,11 @@ class RecordingConnection:
     host_name = "laptop"
     round_trips = 0
 
-    def __init__(self, result: RunResult) -> None:
+    def __init__(self, result: CommandResult) -> None:
         self.result = result
         self.calls: list[tuple[str, bool]] = []
 
-    def run(self, script: str, *, sudo: bool = True, **_: object) -> RunResult:
+    def run(self, script: str, *, sudo: bool = True, **_: object) -> CommandResult:
         self.calls.append((script, sudo))
         self.round_trips += 1
         return self.result
@@ -98,14 +98,14 @@ class RecordingConnection:
 
 def test_gather_facts_is_one_sudo_round_trip() -> None:
     fixture = Path(__file__).parent / "fixtures" / "facts" / "h200-driver580.txt"
-    conn = RecordingConnection(RunResult(stdout=fixture.read_text(), stderr="", rc=0))
+    conn = RecordingConnection(CommandResult(stdout=fixture.read_text(), stderr="", rc=0))
     facts = gather_facts(conn)  # type: ignore[arg-type]
     assert conn.calls == [(probe_script(), True)]
     assert facts.gpus[0].name == "NVIDIA H200"
 
 
 def test_gather_facts_names_the_host_and_stderr_when_nothing_came_back() -> None:
-    conn = RecordingConnection(RunResult(stdout="", stderr="sudo: a password is required\n", rc=1))
+    conn = RecordingConnection(CommandResult(stdout="", stderr="sudo: a password is required\n", rc=1))
     with pytest.raises(CommandFailed) as raised:
         gather_facts(conn)  # type: ignore[arg-type]
     message = str(raised.value)

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from provision.errors import InputError
-from provision.inventory import load_inventory, merge_vars, parse_extra_vars
+from provision.inventory import load_inventory, parse_extra_vars
 from provision.inventory.model import Origin
 from provision.secrets import Secret
+from provision.settings.variables import merge_vars
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from provision.errors import InputError
-from provision.inventory import merge_vars, parse_extra_vars
+from provision.inventory import parse_extra_vars
 from provision.secrets import Secret
+from provision.settings.variables import merge_vars
 
 
 def test_key_value_is_a_yaml_scalar() -> None:

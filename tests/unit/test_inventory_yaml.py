@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from provision.errors import InputError
-from provision.inventory.yaml_loader import load_yaml_file, load_yaml_text
 from provision.secrets import Secret
+from provision.yaml_loader import load_yaml_file, load_yaml_text
 
 
 def load(tmp_path: Path, text: str):

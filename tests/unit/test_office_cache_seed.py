@@ -23,7 +23,8 @@ from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import Timeouts, host_variables, inventory_variables
+from provision.runner.runner import Timeouts
+from provision.settings.variables import host_variables, inventory_variables
 from tests.unit.test_roles_gpu_support import REPO, SITE, facts, render
 
 FLEET = """all:

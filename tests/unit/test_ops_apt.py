@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from provision.ops.apt import APT_GET, DPKG_LOCK_TIMEOUT_S, dpkg_lock_script
@@ -150,8 +150,8 @@ def test_latest_with_a_stale_cache_reports_a_change_only_if_a_version_moved() ->
     assert not result.changed and result.steps
     assert "provision_changed=1" in script_of(result)
     op = REGISTRY["apt"]
-    moved = op.apply(context(ScriptedConnection([RunResult("provision_changed=1\n", "", 0)])), result)
-    same = op.apply(context(ScriptedConnection([RunResult("", "", 0)])), result)
+    moved = op.apply(context(ScriptedConnection([CommandResult("provision_changed=1\n", "", 0)])), result)
+    same = op.apply(context(ScriptedConnection([CommandResult("", "", 0)])), result)
     assert moved.changed and not same.changed
     assert_commands_parse(result)
 
@@ -261,7 +261,7 @@ def test_a_dpkg_lock_held_too_long_fails_naming_the_holder(tmp_path):
 
 
 def test_apply_shows_the_dpkg_lock_wait_as_progress():
-    from provision.connection.base import RunResult
+    from provision.connection.base import CommandResult
     from provision.ops import REGISTRY
     from tests.unit.ops_support import ScriptedConnection, context
 
@@ -269,7 +269,7 @@ def test_apply_shows_the_dpkg_lock_wait_as_progress():
     waited = "dpkg_lock=0\t2839\t/usr/bin/python3 /usr/bin/unattended-upgrade\ndpkg_lock=5\t2839\t/usr/bin/python3 " \
              "/usr/bin/unattended-upgrade\nSetting up jq\n"
     progress: list[tuple] = []
-    REGISTRY["apt"].apply(context(ScriptedConnection([RunResult(waited, "", 0)]), progress=progress), result)
+    REGISTRY["apt"].apply(context(ScriptedConnection([CommandResult(waited, "", 0)]), progress=progress), result)
     assert progress[-1][0] == ("waiting for the dpkg lock held by process 2839 "
                                "(/usr/bin/python3 /usr/bin/unattended-upgrade) for 5 s")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from provision.ops.docker_image import PullProgress, pick_digest, split_reference
@@ -89,7 +89,7 @@ def test_pull_progress_counts_layers_done_of_layers_seen() -> None:
 
 def test_apply_pulls_with_progress_then_records_the_digest() -> None:
     result = plan("docker_image", "present=0\n", image=IMAGE)
-    conn = ScriptedConnection([RunResult(PULL_OUTPUT, "", 0), RunResult(PRESENT, "", 0)])
+    conn = ScriptedConnection([CommandResult(PULL_OUTPUT, "", 0), CommandResult(PRESENT, "", 0)])
     progress: list[tuple[object, ...]] = []
     applied = REGISTRY["docker_image"].apply(context(conn, progress=progress), result)
     assert applied.changed and applied.result["pinned"] == f"10.0.2.2:5000/vllm/vllm-openai@{DIGEST}"
@@ -105,13 +105,13 @@ def test_the_engine_apis_pull_stream_gives_bytes_and_its_error_fails_the_pull() 
     """The API's JSON lines as published in benchhub/benchhub pkg/common/runner/docker.md."""
     events = (FIXTURES / "docker_pull_influxdb.jsonl").read_text()
     result = plan("docker_image", "present=0\n", image=IMAGE)
-    conn = ScriptedConnection([RunResult(events, "", 0), RunResult(PRESENT, "", 0)])
+    conn = ScriptedConnection([CommandResult(events, "", 0), CommandResult(PRESENT, "", 0)])
     progress: list[tuple[object, ...]] = []
     REGISTRY["docker_image"].apply(context(conn, progress=progress), result)
     description, moved, total = progress[-1]
     assert (moved, total) == (3218530 + 821033, 4335400 + 11107850)
     assert str(description).startswith(f"pulling {IMAGE}: 3.9 of 14.7 MiB") and "0 of 8 layers" in str(description)
-    failing = ScriptedConnection([RunResult(events.splitlines()[0] + '\n{"errorDetail":{"message":"manifest for '
+    failing = ScriptedConnection([CommandResult(events.splitlines()[0] + '\n{"errorDetail":{"message":"manifest for '
                                             'x:1 not found"},"error":"manifest for x:1 not found"}\n', "", 1)])
     with pytest.raises(TaskFailed, match="failed \\(exit 1\\): manifest for x:1 not found"):
         REGISTRY["docker_image"].apply(context(failing), result)

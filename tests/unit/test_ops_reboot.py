@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.errors import HostKeyRefused, HostUnreachable
 from provision.ops import REGISTRY
 from tests.unit.ops_support import (
@@ -16,7 +16,7 @@ from tests.unit.ops_support import (
     with_fake_clock,
 )
 
-BEFORE = RunResult("boot_id=aaaa\ntoken=t-1\n", "", 0)
+BEFORE = CommandResult("boot_id=aaaa\ntoken=t-1\n", "", 0)
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def op(monkeypatch):
     return with_fake_clock(monkeypatch, "reboot")
 
 
-def reconnects(*replies: RunResult | Exception):
+def reconnects(*replies: CommandResult | Exception):
     """A reconnect function: each call yields a new connection answering one check (or raises)."""
     pending = list(replies)
 
@@ -52,8 +52,8 @@ def test_lab_reboot_is_detected_by_the_marker_although_boot_id_stays(op) -> None
     first = ScriptedConnection([BEFORE])
     reconnect = reconnects(
         ConnectionRefusedError("refused"),
-        RunResult("boot_id=aaaa\nmarker=t-1\n", "", 0),  # ssh answered, but still the old boot
-        RunResult("boot_id=aaaa\nmarker=\n", "", 0),
+        CommandResult("boot_id=aaaa\nmarker=t-1\n", "", 0),  # ssh answered, but still the old boot
+        CommandResult("boot_id=aaaa\nmarker=\n", "", 0),
     )
     progress: list = []
     applied = op.apply(context(first, reconnect, progress), plan("reboot", "", reason="driver"))
@@ -63,7 +63,7 @@ def test_lab_reboot_is_detected_by_the_marker_although_boot_id_stays(op) -> None
 
 
 def test_new_boot_id_counts_even_if_marker_survived(op) -> None:
-    reconnect = reconnects(RunResult("boot_id=bbbb\nmarker=t-1\n", "", 0))
+    reconnect = reconnects(CommandResult("boot_id=bbbb\nmarker=t-1\n", "", 0))
     applied = op.apply(context(ScriptedConnection([BEFORE]), reconnect), plan("reboot", ""))
     assert applied.result["boot_id_before"] == "aaaa" and applied.result["boot_id_after"] == "bbbb"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from provision.secrets import REDACTOR
@@ -131,12 +131,12 @@ def test_a_deploy_walks_activate_ready_smoke_record() -> None:
         return base64.b64encode(text.encode()).decode()
 
     replies = [
-        RunResult("cursor=s=1\nsince=1\nrestarts=0\n", "", 0),  # stage + activate
-        RunResult(f"health=200\nmodels={b64(models)}\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+        CommandResult("cursor=s=1\nsince=1\nrestarts=0\n", "", 0),  # stage + activate
+        CommandResult(f"health=200\nmodels={b64(models)}\nLoadState=loaded\nActiveState=active\nSubState=running\n"
                   "NRestarts=0\nlog=\n", "", 0),  # ready
-        RunResult(f"text_status=200\ntext_time=0.2\ntext_body={b64(answer)}\n"
+        CommandResult(f"text_status=200\ntext_time=0.2\ntext_body={b64(answer)}\n"
                   f"vision_status=200\nvision_time=0.3\nvision_body={b64(answer)}\n", "", 0),  # smoke
-        RunResult("", "", 0),  # record
+        CommandResult("", "", 0),  # record
     ]
     conn = ScriptedConnection(replies)
     applied = REGISTRY["vllm_release"].apply(context(conn), result)
@@ -158,7 +158,7 @@ def test_the_guards_note_is_cleared_by_a_real_record_write() -> None:
     written = json.loads(write.data or b"")
     assert result.commands == [write] and written["current"] == release.entry() and "note" not in written
     assert_bash_parses(write.script)
-    conn = ScriptedConnection([RunResult("", "", 0)])
+    conn = ScriptedConnection([CommandResult("", "", 0)])
     applied = REGISTRY["vllm_release"].apply(context(conn), result)
     assert applied.changed and conn.scripts == [write.script], "apply ran the plan's one step, nothing else"
 

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from tests.unit.ops_support import (
@@ -20,8 +20,8 @@ from tests.unit.ops_support import (
     with_fake_clock,
 )
 
-DOWN = RunResult("up=0\n", "", 0)
-UP = RunResult("up=1\n", "", 0)
+DOWN = CommandResult("up=0\n", "", 0)
+UP = CommandResult("up=1\n", "", 0)
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_apply_polls_with_progress_until_up(op) -> None:
 
 
 def test_apply_times_out_with_what_it_last_saw(op) -> None:
-    conn = ScriptedConnection([RunResult("status=503\nup=0\n", "", 0)] * 10)
+    conn = ScriptedConnection([CommandResult("status=503\nup=0\n", "", 0)] * 10)
     result = plan("wait_for", "up=0\n", url="http://127.0.0.1:8000/health", timeout=6, interval=2)
     with pytest.raises(TaskFailed, match=r"http://127.0.0.1:8000/health not up after 6s: HTTP 503"):
         op.apply(context(conn), result)
@@ -61,7 +61,7 @@ def test_apply_times_out_with_what_it_last_saw(op) -> None:
 
 
 def test_missing_curl_fails_fast(op) -> None:
-    conn = ScriptedConnection([RunResult("curl=missing\nup=0\n", "", 0)])
+    conn = ScriptedConnection([CommandResult("curl=missing\nup=0\n", "", 0)])
     with pytest.raises(TaskFailed, match="curl is not installed"):
         op.apply(context(conn), plan("wait_for", "up=0\n", url="http://127.0.0.1:8000/health"))
 

@@ -14,7 +14,8 @@ import pytest
 
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
-from provision.runner.runner import RunConfig, Runner, host_variables, inventory_variables
+from provision.runner.runner import RunConfig, Runner
+from provision.settings.variables import host_variables, inventory_variables
 from tests.unit.test_roles_gpu_support import SITE, facts, render, renderer, site_play
 
 FRESH_DEBIAN = "debian12-rtx5090-standin-fresh.txt"

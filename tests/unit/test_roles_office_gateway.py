@@ -19,7 +19,8 @@ from provision.office_gateway.backends import BackendError, backends
 from provision.ops.scripting import atomic_write_script
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
-from provision.runner.runner import RunConfig, Runner, inventory_variables
+from provision.runner.runner import RunConfig, Runner
+from provision.settings.variables import inventory_variables
 from provision.status_page.page import LIVE, render_page
 from tests.unit.test_roles_gpu_support import SITE, facts, render
 

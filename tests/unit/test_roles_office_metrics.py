@@ -21,7 +21,7 @@ from provision.office_gateway.backends import BackendError
 from provision.office_metrics.targets import scrape_jobs
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
-from provision.runner.runner import inventory_variables
+from provision.settings.variables import inventory_variables
 from tests.unit.test_roles_gpu_support import SITE, facts, render
 from tests.unit.test_roles_office_gateway import OFFICE, haproxy_config
 

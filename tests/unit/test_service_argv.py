@@ -12,7 +12,7 @@ from provision.errors import InputError
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
-from provision.runner.runner import host_variables
+from provision.settings.variables import host_variables
 from provision.vllm.argv import FlagError, fingerprint, flags_to_argv, serve_arguments
 from tests.standins.vllm.server import parse_command_line
 

@@ -15,8 +15,8 @@ from provision.errors import InputError
 from provision.playbook.templating import FUNCTIONS, make_environment
 from provision.settings import load_specs, profiles
 from provision.settings.check import check_flags, check_value, expected
-from provision.settings.sources import RoleDefaults
 from provision.settings.validate import BUILTIN
+from provision.settings.variables import RoleDefaults
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = REPO / "roles"
@@ -63,6 +63,19 @@ def test_every_profile_passes_the_declarations():
             assert check_value(option, value, values) is None, (name, key)
             if isinstance(value, dict):
                 assert check_flags(option, value, {**plain_defaults(), **values}) == [], (name, key)
+
+
+def test_a_model_architecture_needs_only_what_the_planner_reads():
+    """Before: `layers` was required though the memory planner never reads it (it counts
+    sliding.layers + full.layers); a profile or host that leaves it out is accepted, one that keeps
+    it (every shipped profile) still is."""
+    option = SPECS.get("model_architecture")
+    planned = {"full": {"layers": 28, "kv_heads": 4, "head_dim": 128}, "weights_gib": 6.5,
+               "max_position_embeddings": 128000}
+    assert check_value(option, planned, {}) is None
+    assert check_value(option, {**planned, "layers": 28}, {}) is None
+    assert check_value(option, {"layers": 28, "weights_gib": 6.5, "max_position_embeddings": 128000}, {}) \
+        == "full: missing (required)"
 
 
 def _names(text: str, env: jinja2.Environment) -> set[str]:

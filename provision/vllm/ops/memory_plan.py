@@ -16,7 +16,7 @@ from provision.vllm.gpus import GpuProfile, UnknownGpu, identify_gpu
 from provision.vllm.planner import AttentionLayers, ModelShape, ServingSettings, plan_memory
 
 
-class Args(OpArgs):
+class MemoryPlanArgs(OpArgs):
     model_architecture: dict[str, Any]
     max_model_len: int | Literal["auto"]
     gpu_memory_utilization: float
@@ -40,13 +40,13 @@ def model_shape(architecture: dict[str, Any]) -> ModelShape:
 
 
 @register
-class MemoryPlan(Operation):
+class MemoryPlanOperation(Operation):
     name = "memory_plan"
-    Args = Args
+    Args = MemoryPlanArgs
     reports = True
     reads_facts = frozenset({"gpus", "pci_gpus"})  # identify_gpu
 
-    def plan(self, args: Args, facts: HostFacts, state: None) -> Plan:
+    def plan(self, args: MemoryPlanArgs, facts: HostFacts, state: None) -> Plan:
         try:
             gpu = identify_gpu(facts, [GpuProfile.from_data(p) for p in args.gpu_profiles])
         except UnknownGpu as error:

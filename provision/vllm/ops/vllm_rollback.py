@@ -53,5 +53,7 @@ class VllmRollbackOperation(Operation):
         deployer = Deployer(host_runner(ctx.conn, f"roll back {plan.args.name}"), plan.args.layout(),
                             verify_on(ctx, plan.args))
         checks = deployer.rollback(plan.record)
+        previous = plan.record.previous
+        assert previous is not None  # plan() returns a RollbackPlan only for a record with a previous release
         return ApplyResult(changed=True, summary=f"{plan.summary}; {checks['summary']}",
-                           result={"smoked": True, "release": plan.record.previous["id"], **checks})
+                           result={"smoked": True, "release": previous["id"], **checks})

@@ -148,7 +148,7 @@ def test_a_key_that_is_not_ours_turns_the_cache_off(cache: Path, tmp_path: Path,
 
 
 def test_a_tampered_role_yaml_entry_is_parsed_again(cache: Path, tmp_path: Path, capsys):
-    from provision.inventory.yaml_loader import load_yaml_file
+    from provision.yaml_loader import load_yaml_file
 
     path = tmp_path / "tasks.yaml"
     path.write_text("- name: safe\n  command: {cmd: 'true'}\n")

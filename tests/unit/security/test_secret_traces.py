@@ -22,14 +22,13 @@ from pathlib import Path
 import pytest
 
 from provision.cli.main import main
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.connection.local import LocalConnection
 from provision.connection.traced import TracedConnection
 from provision.ops import REGISTRY
 from provision.ops.hf_snapshot import HfSnapshotArgs, probe_script
 from provision.runner.probe import ProbeCache
-from provision.runner.results import HostResult, Status, TaskResult
-from provision.runner.results import RunResult as RunDocument
+from provision.runner.results import HostResult, RunResult, Status, TaskResult
 from provision.runner.run_lock import RunLock, RunLockHeld
 from provision.secrets import REDACTOR, Secret
 from provision.shell import quote
@@ -59,8 +58,8 @@ class Answers:
     def __init__(self, stdout: str) -> None:
         self.stdout = stdout
 
-    def run(self, script: str, **_: object) -> RunResult:
-        return RunResult(self.stdout, "", 0)
+    def run(self, script: str, **_: object) -> CommandResult:
+        return CommandResult(self.stdout, "", 0)
 
     def close(self) -> None: ...
 
@@ -116,7 +115,7 @@ def test_the_json_document_masks_secrets_that_json_escapes(secret: str, tmp_path
     Secret(secret)
     task = TaskResult("login", "role", Status.FAILED, summary=f"tried {secret}", error=f"refused: {secret}",
                       data={"answer": secret, secret: "as a key"})
-    document = RunDocument({"h": HostResult("h", tasks=[task], error=f"host h: {secret}")})
+    document = RunResult({"h": HostResult("h", tasks=[task], error=f"host h: {secret}")})
     path = tmp_path / "run.json"
     document.write_json(path)
     text = path.read_text()
@@ -146,7 +145,7 @@ def test_short_secrets_are_masked_as_whole_tokens_and_whole_values(tmp_path: Pat
     assert REDACTOR("value=cHc=") == "value=***", "its base64"
     task = TaskResult("t", None, Status.OK, data={"become_password": "pw", "letter": "Q", "word": "pwd"})
     path = tmp_path / "run.json"
-    RunDocument({"h": HostResult("h", tasks=[task])}).write_json(path)
+    RunResult({"h": HostResult("h", tasks=[task])}).write_json(path)
     data = json.loads(path.read_text())["hosts"]["h"]["tasks"][0]["data"]
     assert data == {"become_password": "***", "letter": "***", "word": "pwd"}
 

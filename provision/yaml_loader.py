@@ -26,7 +26,7 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -65,7 +65,13 @@ class YamlDocument:
         return self.value_lines.get(path) or self.line(path)
 
 
-class _LineTracking:
+if TYPE_CHECKING:  # a mixin of PyYAML's loaders (below), typed as the loader it extends
+    from yaml import SafeLoader as _Loader
+else:
+    _Loader = object
+
+
+class _LineTracking(_Loader):
     """A SafeLoader that refuses duplicate keys, records lines by path and knows `!secret` / `!env`."""
 
     def __init__(self, stream: str | bytes, source: Path | str | None = None) -> None:
@@ -217,7 +223,7 @@ def _construct_env(loader: LineTrackingLoader, node: Node) -> Secret:
     return Secret(value)
 
 
-def _key_name(loader: LineTrackingLoader, node: Node) -> str | None:
+def _key_name(loader: _LineTracking, node: Node) -> str | None:
     path = loader.path_of(node)
     return str(path[-1]) if path else None
 
