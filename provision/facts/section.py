@@ -35,6 +35,18 @@ class Section:
     fields: Mapping[str, Fact]
     parse: Callable[[Raw], Mapping[str, Any]]
 
+    @classmethod
+    def own(cls, name: str, script: str, fields: Mapping[str, Fact], parse: Callable[[str], Any]) -> Section:
+        """A section whose facts come from its own text alone: `parse(text)` is the one field's value, or
+        a tuple of the fields' values in their order."""
+        names = tuple(fields)
+
+        def parse_own(raw: Raw) -> dict[str, Any]:
+            value = parse(raw(name))
+            return dict(zip(names, value, strict=True)) if len(names) > 1 else {names[0]: value}
+
+        return cls(name, script, fields, parse_own)
+
 
 @dataclass(frozen=True)
 class Derived:

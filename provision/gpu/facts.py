@@ -7,7 +7,7 @@ from __future__ import annotations
 from provision.facts.parse import parse_apt_source_lines, parse_installed_packages, parse_key_values
 from provision.facts.section import Derived, Fact, Raw, Section
 from provision.gpu import parse as p
-from provision.gpu.model import NVIDIA_VENDOR_ID, KernelModules
+from provision.gpu.model import NVIDIA_VENDOR_ID, KernelModules, NvidiaSmiGpu
 from provision.shell import quote
 
 PROBE_SHELL = ("probe.sh",)
@@ -18,17 +18,16 @@ DOCKER_ENGINE_PACKAGES = frozenset({"docker-ce", "docker-ce-cli", "containerd.io
                                     "docker-buildx-plugin", "docker.io"})
 
 
-def _nvidia_smi(raw: Raw) -> dict[str, object]:
+def _smi(raw: Raw) -> tuple[tuple[NvidiaSmiGpu, ...], str, int | None]:
     rc = p.parse_nvidia_smi_rc(raw("nvidia-smi-rc"))
-    gpus, error = p.parse_nvidia_smi(raw("nvidia-smi"), rc)
+    return (*p.parse_nvidia_smi(raw("nvidia-smi"), rc), rc)
+
+
+def _nvidia_smi(raw: Raw) -> dict[str, object]:
+    gpus, error, rc = _smi(raw)
     # nvidia_smi_error: why it gave no GPUs, in its own words ("... couldn't communicate with the
     # NVIDIA driver ..."); nvidia_smi_rc: None when it is not installed (9: driver not loaded, 18: mismatch)
     return {"nvidia_smi_ok": bool(gpus), "nvidia_smi_error": error, "nvidia_smi_rc": rc, "gpus": gpus}
-
-
-def _smi_pids(raw: Raw) -> dict[str, object]:
-    used, processes = p.parse_nvidia_smi_pids(raw("nvidia-smi-pids"))
-    return {"gpu_memory_used_mib": used, "gpu_processes": processes}
 
 
 def _packages(raw: Raw) -> dict[str, object]:
@@ -46,8 +45,7 @@ def _packages(raw: Raw) -> dict[str, object]:
 
 def _proc_version(raw: Raw) -> dict[str, object]:
     """The running driver: nvidia-smi's, else the loaded module's, else /proc/driver/nvidia/version's."""
-    gpus = _nvidia_smi(raw)["gpus"]
-    assert isinstance(gpus, tuple)
+    gpus = _smi(raw)[0]
     proc = raw("nvidia-proc-version")
     driver = (gpus[0].driver_version if gpus else None) or p.parse_module_version(raw("nvidia-module-version")) \
         or p.parse_proc_driver_version(proc)
@@ -59,31 +57,28 @@ def _without_module(kernel_modules: tuple[KernelModules, ...], nvidia_smi_ok: bo
 
 
 SECTIONS = (
-    Section("pci-nvidia", f"probe_pci_nvidia {quote('0x' + NVIDIA_VENDOR_ID)}", {"pci_gpus": Fact(())},
-            lambda raw: {"pci_gpus": p.parse_pci_gpus(raw("pci-nvidia"))}),
+    Section.own("pci-nvidia", f"probe_pci_nvidia {quote('0x' + NVIDIA_VENDOR_ID)}", {"pci_gpus": Fact(())},
+                p.parse_pci_gpus),
     Section("nvidia-smi", "probe_nvidia_smi", {"nvidia_smi_ok": Fact(False), "nvidia_smi_error": Fact(""),
                                                "nvidia_smi_rc": Fact(None), "gpus": Fact(())}, _nvidia_smi),
     # `nvidia-smi -q`: FB memory in use per GPU (MiB, in nvidia-smi's order) and the processes holding it
-    Section("nvidia-smi-pids", "probe_nvidia_smi_pids",
-            {"gpu_memory_used_mib": Fact((), SMI), "gpu_processes": Fact((), SMI)}, _smi_pids),
+    Section.own("nvidia-smi-pids", "probe_nvidia_smi_pids",
+                {"gpu_memory_used_mib": Fact((), SMI), "gpu_processes": Fact((), SMI)}, p.parse_nvidia_smi_pids),
     Section("nvidia-packages", "probe_nvidia_packages",
             {"nvidia_packages": Fact(()), "kernel_packages": Fact(()), "docker_packages": Fact(()),
              "nvidia_runfile": Fact(False)}, _packages),
     # every apt source line naming nvidia or cuda: stray NVIDIA entries are found in these
-    Section("apt-sources", "probe_apt_sources", {"nvidia_apt_sources": Fact(())},
-            lambda raw: {"nvidia_apt_sources": parse_apt_source_lines(raw("apt-sources"))}),
-    Section("kernel-modules", "probe_kernel_modules", {"kernel_modules": Fact(())},
-            lambda raw: {"kernel_modules": p.parse_kernel_modules(raw("kernel-modules"))}),
+    Section.own("apt-sources", "probe_apt_sources", {"nvidia_apt_sources": Fact(())}, parse_apt_source_lines),
+    Section.own("kernel-modules", "probe_kernel_modules", {"kernel_modules": Fact(())}, p.parse_kernel_modules),
     Section("nvidia-proc-version", "probe_nvidia_proc_version",
             {"driver_version": Fact(None, (*SMI, "nvidia-module-version")), "open_kernel_module": Fact(None)},
             _proc_version),
     # /sys/module/nvidia/version: the module in the kernel now (compare with the installed one)
-    Section("nvidia-module-version", "probe_nvidia_module_version", {"loaded_module_version": Fact(None)},
-            lambda raw: {"loaded_module_version": p.parse_module_version(raw("nvidia-module-version"))}),
-    Section("nouveau", "probe_nouveau", {"nouveau_loaded": Fact(False)},
-            lambda raw: {"nouveau_loaded": parse_key_values(raw("nouveau")).get("loaded") == "yes"}),
-    Section("prime-select", "probe_prime_select", {"prime_profile": Fact(None)},
-            lambda raw: {"prime_profile": raw("prime-select").strip() or None}),
+    Section.own("nvidia-module-version", "probe_nvidia_module_version", {"loaded_module_version": Fact(None)},
+                p.parse_module_version),
+    Section.own("nouveau", "probe_nouveau", {"nouveau_loaded": Fact(False)},
+                lambda text: parse_key_values(text).get("loaded") == "yes"),
+    Section.own("prime-select", "probe_prime_select", {"prime_profile": Fact(None)}, lambda text: text.strip() or None),
 )
 # installed kernels that would boot without the driver in use (no NVIDIA module built or packaged for
 # them); empty when no driver answers. Preflight and `provision status` both report these.
