@@ -130,10 +130,16 @@ class HostFacts:
         shown = ", ".join(f"{name}={self._values[name]!r}" for name in self.known_fields())
         return f"HostFacts({shown})"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle rebuild through __init__ (it is frozen)
+        return (_rebuild, (self.gathered, self._probed()))
+
+    def _probed(self) -> dict[str, Any]:
+        init = _registry().init_fields
+        return {name: value for name, value in self._values.items() if name in init}
+
     def replace(self, **changes: Any) -> HostFacts:
         """These facts with some probed fields changed (derived ones follow), as dataclasses.replace."""
-        init = _registry().init_fields
-        return HostFacts(gathered=self.gathered, **{**{n: v for n, v in self._values.items() if n in init}, **changes})
+        return HostFacts(gathered=self.gathered, **{**self._probed(), **changes})
 
     def known_fields(self) -> list[str]:
         """The fields that were gathered, in registration order."""
@@ -167,6 +173,10 @@ class HostFacts:
     def as_vars(self) -> dict[str, Any]:
         """Plain nested dicts and lists of every gathered field, for Jinja templates and `--facts` output."""
         return {name: _plain(self._values[name]) for name in self.known_fields()}
+
+
+def _rebuild(gathered: frozenset[str] | None, values: dict[str, Any]) -> HostFacts:
+    return HostFacts(gathered=gathered, **values)
 
 
 def _plain(value: Any) -> Any:
