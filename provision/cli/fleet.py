@@ -35,7 +35,8 @@ from provision.cli.inputs import (
 from provision.cli.output import ConsoleReporter
 from provision.cli.serving import rendered_of, serving_play, task_file_play
 from provision.errors import HostUnreachable, InputError, ProvisionError
-from provision.facts.parse import parse_probe, probe_script
+from provision.facts.probe import parse_probe, probe_script
+from provision.gpu.model import nvidia_pci_id
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
 from provision.playbook.templating import Renderer, TemplateError, make_environment
@@ -238,7 +239,8 @@ def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, 
     gpu = facts.gpus[0] if facts.gpus else None
     return {
         "reachable": True,
-        "gpu": gpu.name if gpu else (f"10de:{facts.pci_gpus[0].device_id} (no driver)" if facts.pci_gpus else "none"),
+        "gpu": gpu.name if gpu else
+        (f"{nvidia_pci_id(facts.pci_gpus[0].device_id)} (no driver)" if facts.pci_gpus else "none"),
         "driver": facts.driver_version, "state": status.state, "uptime_s": status.uptime_s,
         "image": release.get("pinned_image") or release.get("image"),
         "weights_commit": (release.get("weights") or {}).get("commit"),

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from provision.errors import CommandFailed
 from provision.facts.model import HostFacts
-from provision.facts.parse import parse_probe, probe_script
+from provision.facts.probe import parse_probe, probe_script
 from provision.secrets import REDACTOR
 
 if TYPE_CHECKING:

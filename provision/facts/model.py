@@ -1,16 +1,18 @@
-"""HostFacts: what one probe found out about a host, as typed, immutable values.
+"""HostFacts: what one probe found out about a host, as immutable values.
 
 Operations plan from these (a pure function of facts and arguments), preflight refuses on them, and
-templates read them through `as_vars()` (`facts.os.codename`, `facts.gpus[0].compute_cap`). Every
-field has an "unknown/absent" default, so `HostFacts.empty()` is a valid host that has nothing:
-the placeholder for check mode before a probe ran, and the base that unit tests `replace()` from.
-Sequences are tuples (lists given to the constructor are turned into tuples) so facts stay frozen.
+templates read them through `as_vars()` (`facts.os.codename`, `facts.gpus[0].compute_cap`). The
+fields are those the registered sections set (facts/sections.py; the generic ones' value types are
+here, the NVIDIA ones' in provision/gpu/model.py). Every field has an "unknown/absent" default, so
+`HostFacts.empty()` is a valid host that has nothing: the placeholder for check mode before a probe
+ran, and the base that unit tests `replace()` from. Sequences are tuples (lists given to the
+constructor are turned into tuples) so facts stay frozen.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Literal
+from dataclasses import FrozenInstanceError, dataclass, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from provision.errors import FactNotGathered
 
@@ -32,50 +34,12 @@ class OsInfo:
 
 
 @dataclass(frozen=True)
-class GpuDevice:
-    """An NVIDIA display controller on the PCI bus (present whether or not a driver is loaded).
-
-    Ids are lower-case hex without "0x": vendor_id "10de", device_id "2c58" (RTX 5090 Laptop).
-    """
-
-    pci_address: str
-    vendor_id: str
-    device_id: str
-
-
-@dataclass(frozen=True)
-class NvidiaSmiGpu:
-    """One row of `nvidia-smi --query-gpu`: only present when the driver answers.
-
-    `pci_device_id` is the device part of nvidia-smi's "0x233510DE" in the same form as
-    GpuDevice.device_id ("2335"); `compute_cap` stays a string ("12.0") as nvidia-smi prints it.
-    """
-
-    index: int
-    name: str
-    pci_device_id: str
-    driver_version: str
-    compute_cap: str
-    memory_total_mib: int
-
-
-@dataclass(frozen=True)
 class DiskFree:
     """One filesystem from `df -Pk`: `path` is its mount point."""
 
     path: str
     free_bytes: int
     total_bytes: int
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    """A process holding GPU memory (`nvidia-smi -q -d PIDS`): type "G" graphics (a desktop), "C" compute."""
-
-    pid: int
-    type: str
-    name: str
-    used_mib: int
 
 
 @dataclass(frozen=True)
@@ -96,14 +60,6 @@ class AptSourceLine:
 
 
 @dataclass(frozen=True)
-class KernelModules:
-    """An installed kernel (/lib/modules/<kernel>) and whether an NVIDIA module is built for it."""
-
-    kernel: str
-    nvidia: bool
-
-
-@dataclass(frozen=True)
 class LoginSession:
     """A logind session: `remote` False is someone at the machine (a desktop or a console login)."""
 
@@ -114,98 +70,89 @@ class LoginSession:
     state: str = ""
 
 
-@dataclass(frozen=True)
+if TYPE_CHECKING:
+    from provision.facts.sections import Registry
+
+
+def _registry() -> Registry:
+    from provision.facts.sections import registry  # not at import: the owners' modules import this one
+
+    return registry()
+
+
 class HostFacts:
-    """Everything the probe learns about a host; see provision/facts/probe.sh for the sources."""
+    """Everything the probe learns about a host: `facts.NAME` for each registered field (see the
+    owners' probe shell for the sources). Frozen, compared and hashed by value, like a dataclass.
 
-    os: OsInfo = OsInfo()
-    kernel: str = ""
-    arch: str = ""
-    boot_id: str = ""
-    reboot_marker_present: bool = False
-    cpus: int = 0
-    memory_total_bytes: int = 0
-    memory_available_bytes: int = 0
-    disks: tuple[DiskFree, ...] = ()
-    systemd: bool = False
-    system_state: str = "unknown"
-    docker_client: bool = False
-    docker_version: str | None = None
-    pci_gpus: tuple[GpuDevice, ...] = ()
-    nvidia_smi_ok: bool = False
-    # why nvidia-smi gave no GPUs: its own words ("... couldn't communicate with the NVIDIA driver ...")
-    nvidia_smi_error: str = ""
-    # its exit code; None when nvidia-smi is not installed (9: driver not loaded, 18: version mismatch)
-    nvidia_smi_rc: int | None = None
-    gpus: tuple[NvidiaSmiGpu, ...] = ()
-    # `nvidia-smi -q`: FB memory in use per GPU (MiB, in nvidia-smi's order) and the processes holding it
-    gpu_memory_used_mib: tuple[int, ...] = ()
-    gpu_processes: tuple[GpuProcess, ...] = ()
-    # the driver's installed packages (empty with a driver installed outside apt: .run file, vendor image)
-    nvidia_packages: tuple[InstalledPackage, ...] = ()
-    # kernel meta-packages (linux-image-generic-hwe-24.04, linux-oem-24.04, ...): the flavour that upgrades
-    kernel_packages: tuple[InstalledPackage, ...] = ()
-    # the docker engine's installed packages (docker-ce, containerd.io, ... or docker.io): which one to keep
-    docker_packages: tuple[InstalledPackage, ...] = ()
-    nvidia_runfile: bool = False
-    # every apt source line (deb lines, deb822 URIs/Signed-By): stray NVIDIA entries are found in these
-    nvidia_apt_sources: tuple[AptSourceLine, ...] = ()
-    kernel_modules: tuple[KernelModules, ...] = ()
-    # the running driver: nvidia-smi's, else the loaded module's, else /proc/driver/nvidia/version's
-    driver_version: str | None = None
-    # /sys/module/nvidia/version: the module in the kernel now (compare with the installed one)
-    loaded_module_version: str | None = None
-    open_kernel_module: bool | None = None
-    nouveau_loaded: bool = False
-    secure_boot: SecureBootState = "unknown"
-    # DKMS's signing key (/var/lib/dkms/mok.pub) enrolled as a Machine Owner Key (`mokutil --test-key`);
-    # None: no key yet, or no mokutil
-    dkms_key_enrolled: bool | None = None
-    # the root filesystem sits on dm-crypt (LUKS): a reboot waits at the passphrase prompt
-    root_encrypted: bool = False
-    sessions: tuple[LoginSession, ...] = ()
-    prime_profile: str | None = None
-    cloud_init: bool = False
-    dpkg_locked: bool = False
-    # derived, not probed: installed kernels that would boot without the driver in use (no NVIDIA
-    # module built or packaged for them); empty when no driver answers. Preflight and `provision
-    # status` both report these.
-    kernels_without_nvidia_module: tuple[str, ...] = field(init=False, default=())
-    # the fields this probe read (None: all of them); reading another one raises FactNotGathered
-    gathered: frozenset[str] | None = field(default=None, compare=False)
+    `gathered` is the fields this probe read (None: all of them); reading another one raises
+    FactNotGathered. Derived fields are set when their inputs were gathered.
+    """
 
-    def __post_init__(self) -> None:
-        for name in ("disks", "pci_gpus", "gpus", "gpu_memory_used_mib", "gpu_processes", "nvidia_packages",
-                     "kernel_packages", "docker_packages", "nvidia_apt_sources", "kernel_modules", "sessions"):
-            object.__setattr__(self, name, tuple(object.__getattribute__(self, name)))
+    __slots__ = ("_values", "gathered")
+    _values: dict[str, Any]
+    gathered: frozenset[str] | None
+
+    def __init__(self, gathered: frozenset[str] | None = None, **values: Any) -> None:
+        registry = _registry()
+        unknown = sorted(set(values) - registry.init_fields)
+        if unknown:
+            raise TypeError(f"HostFacts has no probed field {unknown[0]!r}")
+        given = {name: values.get(name, default) for name, default in registry.defaults.items()}
+        for name, default in registry.defaults.items():
+            if isinstance(default, tuple):
+                given[name] = tuple(given[name])
+        for derived in registry.derived:
+            computed = gathered is None or set(derived.inputs) <= gathered
+            given[derived.name] = derived.compute(*(given[i] for i in derived.inputs)) if computed \
+                else derived.default
+        object.__setattr__(self, "_values", given)
+        object.__setattr__(self, "gathered", gathered)
+
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise AttributeError(f"HostFacts has no fact {name!r}")
         gathered = object.__getattribute__(self, "gathered")
-        if gathered is None or {"kernel_modules", "nvidia_smi_ok"} <= gathered:
-            missing = tuple(k.kernel for k in self.kernel_modules if not k.nvidia) if self.nvidia_smi_ok else ()
-            object.__setattr__(self, "kernels_without_nvidia_module", missing)
-
-    def __getattribute__(self, name: str) -> Any:
-        gathered = object.__getattribute__(self, "gathered")
-        if gathered is not None and name in FACT_FIELDS and name not in gathered:
+        if gathered is not None and name not in gathered:
             raise FactNotGathered(name)
-        return object.__getattribute__(self, name)
+        return values[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HostFacts) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={object.__getattribute__(self, name)!r}" for name in self.known_fields())
+        shown = ", ".join(f"{name}={self._values[name]!r}" for name in self.known_fields())
         return f"HostFacts({shown})"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle rebuild through __init__ (it is frozen)
+        return (_rebuild, (self.gathered, self._probed()))
+
+    def _probed(self) -> dict[str, Any]:
+        init = _registry().init_fields
+        return {name: value for name, value in self._values.items() if name in init}
+
+    def replace(self, **changes: Any) -> HostFacts:
+        """These facts with some probed fields changed (derived ones follow), as dataclasses.replace."""
+        return HostFacts(gathered=self.gathered, **{**self._probed(), **changes})
+
     def known_fields(self) -> list[str]:
-        """The fields that were gathered, in declaration order."""
-        gathered = object.__getattribute__(self, "gathered")
-        return [name for name in FACT_FIELDS if gathered is None or name in gathered]
+        """The fields that were gathered, in registration order."""
+        return [name for name in _registry().field_order if self.gathered is None or name in self.gathered]
 
     def merged(self, more: HostFacts) -> HostFacts:
         """These facts with those `more` gathered in addition (a later play that reads more)."""
-        mine, theirs = object.__getattribute__(self, "gathered"), object.__getattribute__(more, "gathered")
+        mine, theirs = self.gathered, more.gathered
         if mine is None:
             return self
-        values = {name: object.__getattribute__(self, name) for name in self.known_fields() if name in INIT_FIELDS}
-        values.update({name: object.__getattribute__(more, name) for name in more.known_fields()
-                       if name in INIT_FIELDS})
+        init = _registry().init_fields
+        values = {name: self._values[name] for name in self.known_fields() if name in init}
+        values.update({name: more._values[name] for name in more.known_fields() if name in init})
         return HostFacts(**values, gathered=None if theirs is None else mine | theirs)
 
     @classmethod
@@ -225,7 +172,11 @@ class HostFacts:
 
     def as_vars(self) -> dict[str, Any]:
         """Plain nested dicts and lists of every gathered field, for Jinja templates and `--facts` output."""
-        return {name: _plain(object.__getattribute__(self, name)) for name in self.known_fields()}
+        return {name: _plain(self._values[name]) for name in self.known_fields()}
+
+
+def _rebuild(gathered: frozenset[str] | None, values: dict[str, Any]) -> HostFacts:
+    return HostFacts(gathered=gathered, **values)
 
 
 def _plain(value: Any) -> Any:
@@ -234,9 +185,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value
-
-
-#: the fact fields of HostFacts (everything but the bookkeeping of which were gathered)
-FACT_FIELDS = frozenset(f.name for f in fields(HostFacts) if f.name != "gathered")
-#: the fields a probe sets (the others are derived from them in __post_init__)
-INIT_FIELDS = frozenset(f.name for f in fields(HostFacts) if f.init and f.name != "gathered")

@@ -1,63 +1,76 @@
-"""Which sections of the facts probe (provision/facts/probe.sh) each HostFacts field is read from,
-so that a run asks the host only for the facts its tasks read.
+"""The registry of probe sections: which owners add facts, and what follows from their sections.
 
-`parse.probe_for(fields)` is the probe text for those fields (`None`: every fact); the sections asked for
-travel in the output (`@@section probe`), and `parse.parse_probe` marks the facts it could read as
-gathered: reading any other one fails loudly (`FactNotGathered`), never yields an empty default.
+Each module in `SECTION_MODULES` defines `SECTIONS` (and optionally `DERIVED`) and `PROBE_SHELL`, the
+shell files of its package that define the sections' functions. From them come the probe script
+(`parse.probe_script`), the fields of HostFacts with their "unknown" values, and which sections each
+field is read from, so that a run asks the host only for the facts its tasks read:
+`parse.probe_for(fields)` is the probe for those fields, the sections asked for travel in the output
+(`@@section probe`), and `parse.parse_probe` marks the facts it could read as gathered (reading any
+other one fails loudly, `FactNotGathered`, never yields an empty default).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache, cached_property
+from importlib import resources
+from typing import Any
 
-SMI = ("nvidia-smi",)  # the nvidia-smi section prints nvidia-smi-rc too; -pids needs its exit code
+from provision.facts.section import Derived, Section
 
-FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
-    "os": ("os-release",),
-    "kernel": ("kernel",),
-    "arch": ("kernel",),
-    "boot_id": ("boot-id",),
-    "reboot_marker_present": ("reboot-marker",),
-    "cpus": ("cpus",),
-    "memory_total_bytes": ("meminfo",),
-    "memory_available_bytes": ("meminfo",),
-    "disks": ("disk-free",),
-    "systemd": ("systemd",),
-    "system_state": ("systemd",),
-    "docker_client": ("docker",),
-    "docker_version": ("docker",),
-    "pci_gpus": ("pci-nvidia",),
-    "nvidia_smi_ok": SMI,
-    "nvidia_smi_error": SMI,
-    "nvidia_smi_rc": SMI,
-    "gpus": SMI,
-    "gpu_memory_used_mib": (*SMI, "nvidia-smi-pids"),
-    "gpu_processes": (*SMI, "nvidia-smi-pids"),
-    "nvidia_packages": ("nvidia-packages",),
-    "kernel_packages": ("nvidia-packages",),
-    "docker_packages": ("nvidia-packages",),
-    "nvidia_runfile": ("nvidia-packages",),
-    "nvidia_apt_sources": ("apt-sources",),
-    "kernel_modules": ("kernel-modules",),
-    "kernels_without_nvidia_module": (*SMI, "kernel-modules"),  # derived from the two above
-    "driver_version": (*SMI, "nvidia-module-version", "nvidia-proc-version"),
-    "loaded_module_version": ("nvidia-module-version",),
-    "open_kernel_module": ("nvidia-proc-version",),
-    "nouveau_loaded": ("nouveau",),
-    "secure_boot": ("secure-boot",),
-    "dkms_key_enrolled": ("secure-boot",),
-    "root_encrypted": ("root-encryption",),
-    "sessions": ("sessions",),
-    "prime_profile": ("prime-select",),
-    "cloud_init": ("cloud-init",),
-    "dpkg_locked": ("dpkg-lock",),
-}
+#: the modules that register sections, in probe order (a section may use what an earlier one set)
+SECTION_MODULES = ("provision.facts.host", "provision.gpu.facts")
 ALL_SECTIONS = "all"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The registered sections and what follows from them."""
+
+    sections: tuple[Section, ...]
+    derived: tuple[Derived, ...]
+    probe_shell: tuple[str, ...]  # the owners' shell files' text, in SECTION_MODULES order
+    defaults: dict[str, Any]  # every field a probe sets -> its "unknown" value, in registration order
+    field_sections: dict[str, tuple[str, ...]]  # every field -> the sections it is read from
+    field_order: tuple[str, ...]  # the fact fields of HostFacts, in order (probed, then derived)
+
+    @cached_property
+    def fact_fields(self) -> frozenset[str]:
+        return frozenset(self.field_order)
+
+    @cached_property
+    def init_fields(self) -> frozenset[str]:
+        """The fields a probe sets (the others are derived from them)."""
+        return frozenset(self.defaults)
+
+
+@cache
+def registry() -> Registry:
+    """The registry, loaded on first use (the owners' modules import the facts package)."""
+    sections: list[Section] = []
+    derived: list[Derived] = []
+    shell: list[str] = []
+    for name in SECTION_MODULES:
+        module = importlib.import_module(name)
+        sections.extend(module.SECTIONS)
+        derived.extend(getattr(module, "DERIVED", ()))
+        package = resources.files(name.rpartition(".")[0])
+        shell.extend(package.joinpath(file).read_text(encoding="utf-8") for file in module.PROBE_SHELL)
+    defaults = {name: fact.default for section in sections for name, fact in section.fields.items()}
+    field_sections = {name: (section.name, *fact.needs)
+                      for section in sections for name, fact in section.fields.items()}
+    for one in derived:
+        field_sections[one.name] = tuple(dict.fromkeys(s for i in one.inputs for s in field_sections[i]))
+    return Registry(tuple(sections), tuple(derived), tuple(shell), defaults, field_sections,
+                    (*defaults, *(one.name for one in derived)))
 
 
 def sections_for(fields: Iterable[str]) -> list[str]:
     """The probe sections that the given HostFacts fields are parsed from (KeyError: not a fact)."""
-    return sorted({section for name in fields for section in FIELD_SECTIONS[name]})
+    field_sections = registry().field_sections
+    return sorted({section for name in fields for section in field_sections[name]})
 
 
 def fields_from(asked: str) -> frozenset[str] | None:
@@ -65,5 +78,4 @@ def fields_from(asked: str) -> frozenset[str] | None:
     sections = set(asked.split())
     if ALL_SECTIONS in sections:
         return None
-    return frozenset(name for name, needs in FIELD_SECTIONS.items() if sections.issuperset(needs))
-
+    return frozenset(name for name, needs in registry().field_sections.items() if sections.issuperset(needs))

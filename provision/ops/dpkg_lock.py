@@ -8,8 +8,10 @@ from importlib import resources
 
 
 def dpkg_lock_script() -> str:
-    """dpkg_lock.sh's text (kept light: templates import this when an environment is made)."""
-    return resources.files("provision.ops").joinpath("dpkg_lock.sh").read_text(encoding="utf-8")
+    """dpkg_lock.sh's text after the lock reader it shares with the facts probe (fcntl_lock.sh); kept
+    light: templates import this when an environment is made."""
+    shared = resources.files("provision.facts").joinpath("fcntl_lock.sh").read_text(encoding="utf-8")
+    return shared + resources.files("provision.ops").joinpath("dpkg_lock.sh").read_text(encoding="utf-8")
 
 
 def lock_wait_progress(line: str) -> str | None:

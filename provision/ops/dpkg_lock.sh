@@ -2,18 +2,14 @@
 # wait_dpkg_lock TIMEOUT: wait (bounded) while a process holds a dpkg/apt lock, printing
 # `dpkg_lock=SECONDS_WAITED<TAB>PID<TAB>COMMAND LINE` every 5 s (the apt operation shows it as
 # progress); past TIMEOUT, fail naming the holder (pid, process name, command line). dpkg and apt
-# take fcntl(2) locks, which /proc/locks lists as PID MAJOR:MINOR:INODE (major and minor in hex).
+# take fcntl(2) locks; fcntl_lock_pid (provision/facts/fcntl_lock.sh, sent before this) names the holder.
 # Used by the apt operation before each apt-get and by the preflight role ("the dpkg lock is free").
 dpkg_lock_holder() {
-  local lock st dev key pid
+  local lock pid
   local locks="/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock"
   for lock in ${DPKG_LOCK_FILES:-$locks}; do
     [ -e "$lock" ] || continue
-    st=$(stat -c '%d %i' "$lock") || continue
-    dev=${st% *}
-    key=$(printf '%02x:%02x:%s' $(( ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xfffff000) )) \
-      $(( (dev & 0xff) | ((dev >> 12) & 0xffffff00) )) "${st#* }")
-    pid=$(awk -v key="$key" '{ for (i = 2; i <= NF; i++) if ($i == key) { print $(i - 1); exit } }' /proc/locks)
+    pid=$(fcntl_lock_pid "$lock") || continue
     if [ -n "$pid" ] && [ "$pid" != "$$" ]; then
       printf '%s\t%s\n' "$pid" "$(tr '\0\n' '  ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-200 || echo unknown)"
       return 0

@@ -15,8 +15,9 @@ from provision import interrupt
 from provision.connection.base import Connection
 from provision.errors import CommandFailed, HostDidNotComeBack, HostUnreachable, ProvisionError, TaskFailed
 from provision.facts.gather import facts_from, gather_facts
-from provision.facts.model import FACT_FIELDS, HostFacts
-from provision.facts.parse import probe_for
+from provision.facts.model import HostFacts
+from provision.facts.probe import probe_for
+from provision.facts.sections import registry as facts_registry
 from provision.ops import REGISTRY
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, facts_read
@@ -283,7 +284,7 @@ class PlayOnHost:
             if read is None:
                 return None
             fields |= read | op.reads_facts
-        return frozenset(fields & FACT_FIELDS)
+        return frozenset(fields & facts_registry().fact_fields)
 
     def template_source(self, name: Any) -> str | None:
         """A role template's text, to find the facts it reads ("" when there is none: the task fails

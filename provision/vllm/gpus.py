@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.facts.model import HostFacts
-
-NVIDIA_VENDOR = "10de"
+from provision.gpu.model import NVIDIA_VENDOR_ID, nvidia_pci_id
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class IdentifiedGpu:
     @property
     def description(self) -> str:
         known = self.profile.name if self.profile else f"unknown GPU ({self.name})"
-        pci = f" [10de:{self.pci_id}]" if self.pci_id else ""
+        pci = f" [{nvidia_pci_id(self.pci_id)}]" if self.pci_id else ""
         cap = f", compute capability {self.compute_cap}" if self.compute_cap else ""
         return f"{known}{pci}, {self.memory_mib} MiB ({self.memory_source}){cap}"
 
@@ -51,7 +50,7 @@ class UnknownGpu(Exception):
 def identify_gpu(facts: HostFacts, profiles: list[GpuProfile]) -> IdentifiedGpu | None:
     """The host's first NVIDIA GPU, or None when there is none."""
     smi = facts.gpus[0] if facts.gpus else None
-    pci = next((d for d in facts.pci_gpus if d.vendor_id == NVIDIA_VENDOR), None)
+    pci = next((d for d in facts.pci_gpus if d.vendor_id == NVIDIA_VENDOR_ID), None)
     pci_id = (pci.device_id if pci else None) or (smi.pci_device_id[:4] if smi and smi.pci_device_id else None)
     if smi is None and pci is None:
         return None
@@ -62,5 +61,6 @@ def identify_gpu(facts: HostFacts, profiles: list[GpuProfile]) -> IdentifiedGpu 
         return IdentifiedGpu(smi.name, pci_id, smi.memory_total_mib, smi.compute_cap or None, profile, "nvidia-smi")
     if profile is not None:
         return IdentifiedGpu(profile.name, pci_id, profile.memory_mib, profile.compute_cap, profile, "profile")
-    raise UnknownGpu(f"NVIDIA GPU 10de:{pci_id} matches no GPU profile and has no driver yet to report its memory; "
-                     "add it to gpu_profiles (name, pci_ids, memory_mib, compute_cap) or install the driver first")
+    raise UnknownGpu(f"NVIDIA GPU {nvidia_pci_id(str(pci_id))} matches no GPU profile and has no driver yet to "
+                     "report its memory; add it to gpu_profiles (name, pci_ids, memory_mib, compute_cap) or install "
+                     "the driver first")

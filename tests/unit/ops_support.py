@@ -23,9 +23,7 @@ def facts(**overrides: Any) -> Any:
         from provision.facts.model import HostFacts
     except ImportError:  # the facts model is written in parallel
         return SimpleNamespace(arch="", **overrides)
-    import dataclasses
-
-    return dataclasses.replace(HostFacts.empty(), **overrides)
+    return HostFacts.empty().replace(**overrides)
 
 
 def make_args(op_name: str, **args: Any) -> Any:

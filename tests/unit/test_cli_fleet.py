@@ -12,7 +12,7 @@ import pytest
 import provision.runner.host_run as host_run
 from provision.cli.main import main
 from provision.cli.serving import rendered_arguments, serving_play
-from provision.facts.parse import parse_probe
+from provision.facts.probe import parse_probe
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment

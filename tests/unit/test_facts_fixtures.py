@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from provision.facts import DiskFree, GpuDevice, HostFacts, NvidiaSmiGpu, OsInfo, parse_probe
+from provision.facts import DiskFree, HostFacts, OsInfo, parse_probe
+from provision.gpu.model import GpuDevice, NvidiaSmiGpu
 
 FIXTURES = Path(__file__).parent / "fixtures" / "facts"
 GIB = 1024**3

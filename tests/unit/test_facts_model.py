@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import jinja2
 
-from provision.facts import DiskFree, GpuDevice, HostFacts, NvidiaSmiGpu, OsInfo
+from provision.facts import DiskFree, HostFacts, OsInfo
+from provision.gpu.model import GpuDevice, NvidiaSmiGpu
 
 DISKS = (
     DiskFree(path="/", free_bytes=100, total_bytes=1000),
@@ -38,7 +37,7 @@ def test_empty_is_a_host_with_nothing_known() -> None:
 def test_lists_become_tuples_so_facts_compare_and_stay_frozen() -> None:
     device = GpuDevice(pci_address="0000:01:00.0", vendor_id="10de", device_id="2c58")
     assert HostFacts(pci_gpus=[device]) == HostFacts(pci_gpus=(device,))
-    assert hash(dataclasses.replace(HostFacts.empty(), secure_boot="enabled"))
+    assert hash(HostFacts.empty().replace(secure_boot="enabled"))
 
 
 def test_as_vars_renders_in_jinja_templates() -> None:

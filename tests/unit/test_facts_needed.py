@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 import pytest
 
 from provision.errors import FactNotGathered
-from provision.facts.model import FACT_FIELDS, HostFacts
-from provision.facts.parse import parse_probe, probe_for, probe_script
-from provision.facts.sections import FIELD_SECTIONS
+from provision.facts.model import HostFacts
+from provision.facts.probe import parse_probe, probe_for, probe_script
+from provision.facts.sections import registry
 from provision.inventory.loader import load_inventory
 from provision.ops import OPERATION_MODULES
 from provision.ops.base import REGISTERED, OpArgs, Operation, Plan
@@ -26,6 +26,8 @@ from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.runner import RunConfig, Runner
 
 REPO = Path(__file__).resolve().parents[2]
+FACT_FIELDS = registry().fact_fields
+FIELD_SECTIONS = registry().field_sections
 
 
 def test_every_fact_has_its_sections_and_every_section_is_asked_for_by_name() -> None:

@@ -11,17 +11,19 @@ from provision.facts.parse import (
     parse_df,
     parse_docker,
     parse_installed_packages,
-    parse_kernel_modules,
     parse_meminfo,
-    parse_nvidia_smi,
-    parse_nvidia_smi_rc,
-    parse_open_kernel_module,
     parse_os_release,
-    parse_pci_gpus,
-    parse_proc_driver_version,
     parse_root_encrypted,
     parse_secure_boot,
     parse_sessions,
+)
+from provision.gpu.parse import (
+    parse_kernel_modules,
+    parse_nvidia_smi,
+    parse_nvidia_smi_rc,
+    parse_open_kernel_module,
+    parse_pci_gpus,
+    parse_proc_driver_version,
 )
 
 

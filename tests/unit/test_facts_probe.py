@@ -14,7 +14,7 @@ from provision.connection.base import CommandResult, wrap_script
 from provision.errors import CommandFailed
 from provision.facts import gather_facts, parse_probe, probe_script, split_sections
 from provision.facts.model import AptSourceLine
-from provision.facts.parse import probe_script as _probe_script
+from provision.facts.probe import probe_script as _probe_script
 
 RECORDED = Path(__file__).parent / "fixtures" / "recorded"
 KNOWN_SECTIONS = {
@@ -75,9 +75,10 @@ def test_probe_reads_a_working_nvidia_smi(tmp_path: Path) -> None:
     assert facts.docker_version == "28.5.1"
 
 
-def test_probe_script_is_the_packaged_file() -> None:
-    packaged = Path(__file__).parents[2] / "provision" / "facts" / "probe.sh"
-    assert _probe_script() == packaged.read_text()
+def test_probe_script_is_built_from_the_packaged_files() -> None:
+    root = Path(__file__).parents[2] / "provision"
+    for packaged in (root / "facts" / "probe.sh", root / "facts" / "fcntl_lock.sh", root / "gpu" / "probe.sh"):
+        assert packaged.read_text() in _probe_script()
 
 
 class RecordingConnection:

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from provision.errors import TaskFailed
-from provision.facts.parse import parse_probe
+from provision.facts.probe import parse_probe
 from provision.ops import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]

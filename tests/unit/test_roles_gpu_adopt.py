@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 
 from provision.facts import HostFacts
-from provision.facts.model import AptSourceLine, InstalledPackage, KernelModules, OsInfo
-from provision.facts.parse import parse_nvidia_smi_pids
+from provision.facts.model import AptSourceLine, InstalledPackage, OsInfo
+from provision.gpu.model import KernelModules
+from provision.gpu.parse import parse_nvidia_smi_pids
 from tests.unit.test_roles_gpu_support import apt_specs, facts, render_tasks, site_play
 
 H200 = "h200-driver580-nopackages.txt"  # recorded: driver 580.159.04 open, no package owns it

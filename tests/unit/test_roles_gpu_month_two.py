@@ -9,7 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from provision.facts.model import InstalledPackage, KernelModules
+from provision.facts.model import InstalledPackage
+from provision.gpu.model import KernelModules
 from tests.unit.test_roles_gpu_support import facts, render_tasks
 
 WORKING_UBUNTU = "rtx5090-laptop-ubuntu2404.txt"

@@ -6,7 +6,6 @@ No tests here; the name only keeps it among the files of the GPU role tests.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,7 +38,7 @@ def site_play() -> Play:
 
 def facts(name: str, **overrides: Any) -> HostFacts:
     """A recorded (or hand-built) probe output from tests/unit/fixtures/facts, with fields replaced."""
-    return dataclasses.replace(parse_probe((FIXTURES / name).read_text()), **overrides)
+    return parse_probe((FIXTURES / name).read_text()).replace(**overrides)
 
 
 @dataclass

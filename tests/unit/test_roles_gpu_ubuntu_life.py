@@ -12,7 +12,8 @@ import re
 import subprocess
 
 from provision.facts import parse_probe
-from provision.facts.model import GpuProcess, InstalledPackage, KernelModules, LoginSession
+from provision.facts.model import InstalledPackage, LoginSession
+from provision.gpu.model import GpuProcess, KernelModules
 from tests.unit.ops_support import plan, script_of
 from tests.unit.test_roles_gpu_support import FIXTURES, facts, render_tasks
 

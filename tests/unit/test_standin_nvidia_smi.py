@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.facts.parse import parse_nvidia_smi_pids
+from provision.gpu.parse import parse_nvidia_smi_pids
 from tests.standins.nvidia import H200, RTX_4090, RTX_5090_LAPTOP, HostTraits, RepoInfo, build_repo
 from tests.standins.nvidia.payload import query_gpu_fields, render
 from tests.standins.nvidia.sandbox import StandinRoot

@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from provision.gpu.facts import SECTIONS
 from tests.standins.nvidia import (
     H200,
     RTX_5090_LAPTOP,
@@ -17,10 +18,12 @@ from tests.standins.nvidia import (
 )
 from tests.standins.nvidia.host_traits import INTEL_IGPU, gpu_pci_device
 
-# the facts probe's own loop over /sys/bus/pci/devices (read from probe.sh), pointed at the fake tree
-PROBE = (Path(__file__).resolve().parents[2] / "provision/facts/probe.sh").read_text()
-PCI_NVIDIA_LOOP = (PROBE.split("  section pci-nvidia\n", 1)[1].split("\nfi\n", 1)[0]
-                   .replace("/sys/bus/pci/devices/*", '"$1"/*'))
+# the facts probe's own loop over /sys/bus/pci/devices (its pci-nvidia section's function and the command
+# the section runs it with), pointed at the fake tree
+PROBE = (Path(__file__).resolve().parents[2] / "provision/gpu/probe.sh").read_text()
+PCI_NVIDIA = next(section for section in SECTIONS if section.name == "pci-nvidia")
+PCI_NVIDIA_LOOP = (PROBE.split("\nprobe_pci_nvidia() {\n", 1)[1].split("\n}\n", 1)[0]
+                   .replace("/sys/bus/pci/devices/*", '"$0"/*').replace('"$1"', PCI_NVIDIA.script.split(" ", 1)[1]))
 
 
 def test_fake_pci_tree_reads_like_sysfs(tmp_path: Path) -> None:
@@ -30,7 +33,7 @@ def test_fake_pci_tree_reads_like_sysfs(tmp_path: Path) -> None:
     assert attributes == ["0x10de\n", "0x2c58\n", "0x030000\n"]
     assert (tree / "0000:00:02.0/vendor").read_text() == "0x8086\n"
     assert (gpu / "config").read_bytes()[:4] == bytes([0xDE, 0x10, 0x58, 0x2C])
-    found = subprocess.run(["sh", "-c", PCI_NVIDIA_LOOP, "sh", str(tree)], capture_output=True, text=True).stdout
+    found = subprocess.run(["sh", "-c", PCI_NVIDIA_LOOP, str(tree)], capture_output=True, text=True).stdout
     assert found == "0000:01:00.0 0x10de 0x2c58 0x030000\n"
 
 
