@@ -17,18 +17,19 @@ from provision.ops import REGISTRY
 from provision.secrets import REDACTOR
 from provision.vllm.release import Record, sha256_text
 from tests.unit.ops_support import ScriptedConnection, assert_bash_parses, context, make_args, plan
+from tests.unit.vllm_service_support import RELEASE_SETTINGS, role_service
 
 KEY = "sk-ops-test-key-abcdefghijklmnop"
 FLAGS = {"served-model-name": "workhorse", "max-model-len": 131072, "kv-cache-dtype": "fp8",
          "limit-mm-per-prompt": {"image": 1, "video": 0}, "host": "0.0.0.0", "port": 8000}
 RELEASE_ARGS: dict[str, Any] = {
     "image": "vllm/vllm-openai:v0.21.0-cu129", "image_pinned": "vllm/vllm-openai@sha256:" + "ab" * 32,
-    "model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "served_name": "workhorse", "flags": FLAGS,
+    "model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "service": role_service(), "flags": FLAGS,
     "weights": {"repo": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "revision": "main", "commit": "c" * 40},
     "volumes": ["/var/lib/provision/huggingface:/root/.cache/huggingface"],
-    "env": {"HF_ENDPOINT": "https://huggingface.co"}, "api_key": KEY,
+    "env": {"HF_ENDPOINT": "https://huggingface.co"}, "api_key": KEY, **RELEASE_SETTINGS,
 }
-SERVICE_ARGS = {"served_name": "workhorse"}
+SERVICE_ARGS = {"service": role_service()}
 SAMPLES = {"vllm_release": RELEASE_ARGS, "vllm_smoke": SERVICE_ARGS, "vllm_rollback": SERVICE_ARGS,
            "hf_snapshot": {"repo": "a/b", "cache_dir": "/nonexistent/hub", "endpoint": "http://127.0.0.1:9"},
            "docker_image": {"image": "surely/not-an-image:1"},
@@ -55,7 +56,7 @@ def test_unknown_arguments_are_refused(name: str) -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"flags": {**FLAGS, "api-key": "x"}}, "api-key"),
-    ({"served_name": "other"}, "not among the names vLLM serves"),
+    ({"service": role_service(served_name="other")}, "not among the names vLLM serves"),
     ({"volumes": "not-a-list"}, "volumes"),
 ])
 def test_bad_release_arguments_are_refused(change: dict[str, Any], message: str) -> None:
@@ -179,5 +180,5 @@ def test_rollback_needs_a_previous_release() -> None:
 
 
 def test_the_units_start_timeout_follows_vllm_ready_timeout() -> None:
-    args = make_args("vllm_release", **{**RELEASE_ARGS, "ready_timeout": 180})
+    args = make_args("vllm_release", **{**RELEASE_ARGS, "service": role_service(ready_timeout=180)})
     assert "TimeoutStartSec=180\n" in args.release().unit_text
