@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -145,7 +146,11 @@ def host_services(play: Play, playbook: Path, hosts: list[Host],
         renderer = Renderer(env, {**host_variables(play, host, extra_vars), "inventory_hostname": host.name,
                                   "facts": {}})
         try:
-            service = ServiceSpec.model_validate(renderer.render(task.args["service"]))
+            try:
+                service = ServiceSpec.model_validate(renderer.render(task.args["service"]))
+            except ValidationError as error:  # said as `up` says it (Operation.arguments)
+                raise ValueError("; ".join(f"service.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                           for e in error.errors())) from error
             model = renderer.render(task.args["model"])
             flags = renderer.render(task.args["flags"])
             services[host.name] = (service, ["vllm", "serve", *serve_arguments(str(model), flags)])

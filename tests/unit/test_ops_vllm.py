@@ -64,6 +64,21 @@ def test_bad_release_arguments_are_refused(change: dict[str, Any], message: str)
         make_args("vllm_release", **{**RELEASE_ARGS, **change})
 
 
+@pytest.mark.parametrize("name", ["vllm_release", "vllm_smoke", "vllm_rollback", "vllm_memory"])
+def test_a_missing_service_value_is_an_input_error_naming_it(name: str) -> None:
+    """No operation has a default of its own: the role's vllm_service is the one source."""
+    service = role_service()
+    del service["ready_timeout"]
+    with pytest.raises(TaskFailed, match=r"invalid arguments for vllm_\w+: service\.ready_timeout: Field required"):
+        REGISTRY[name].arguments({**SAMPLES.get(name, {"planned": {}}), "service": service})
+
+
+def test_a_missing_release_value_is_an_input_error_naming_it() -> None:
+    args = {key: value for key, value in RELEASE_ARGS.items() if key != "stop_timeout"}
+    with pytest.raises(TaskFailed, match="stop_timeout: Field required"):
+        REGISTRY["vllm_release"].arguments(args)
+
+
 def test_the_api_key_is_masked_from_the_moment_it_is_read() -> None:
     make_args("vllm_release", **{**RELEASE_ARGS, "api_key": "freshly-read-secret-42"})
     assert REDACTOR("freshly-read-secret-42") == "***"
