@@ -96,8 +96,8 @@ def test_a_refused_flag_in_the_inventory_is_an_input_error() -> None:
 
 
 def test_a_service_mapping_missing_a_value_is_an_input_error_naming_it() -> None:
-    """`render` (and `status`, `bench`: the same builder) validate the service as `up` does."""
-    with pytest.raises(InputError, match=r"host workhorse: cannot render the vllm service: service\.port: Field req"):
+    """The settings check refuses it before contact, as every command (`up`, `render`, `status`) reads it."""
+    with pytest.raises(InputError, match=r"vllm_service: port: missing \(required\)"):
         rendered_arguments(REPO_ROOT / "inventory" / "host.yaml", None,
                            ['{"vllm_service": {"name": "vllm", "served_name": "x"}}'], SITE)
 
