@@ -46,7 +46,7 @@ def endpoint_lines(plays: list[Play], playbook: Path, inventory: Inventory, resu
                else f"{variables.get('vllm_api_key_file')} on the host (root only)")
         verb = "would serve" if result.check else "serves"
         lines.append(f"{name} {verb} {variables.get('served_model_name')} at {url}; API key: {key}"
-                     + tunnel_hint(host, int(variables.get("vllm_port") or 8000), bind))
+                     + tunnel_hint(host, int(variables["vllm_port"]), bind))
     return lines
 
 

@@ -1,8 +1,8 @@
 """`provision plan | bench | status`: what fits, how fast it runs, and what each host serves now.
 
 `plan` runs the plan role's task (roles/plan/tasks.yaml) in check mode through the ordinary runner, so
-it sees exactly the settings `provision up` uses. `bench` and `status` take the service's endpoint from
-the smoke task's arguments (role defaults + inventory + -e, as `provision smoke` sees them), then make
+it sees exactly the settings `provision up` uses. `bench` and `status` take the service from the
+release task's arguments as `render` builds them (role defaults + inventory + -e, as `up` sees them), then make
 one round trip per host: bench runs the streaming client on the host; status runs the facts probe and
 the status script joined into one script.
 """
@@ -33,20 +33,19 @@ from provision.cli.inputs import (
     trace_of,
 )
 from provision.cli.output import ConsoleReporter
-from provision.cli.serving import rendered_of, serving_play, task_file_play
+from provision.cli.serving import host_services, serving_play, task_file_play
 from provision.errors import HostUnreachable, InputError, ProvisionError
 from provision.facts.probe import parse_probe, probe_script
 from provision.gpu.model import nvidia_pci_id
 from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
-from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner, connect
 from provision.secrets import REDACTOR
 from provision.settings.variables import host_variables
 from provision.status_page.page import render_page
 from provision.vllm.bench import BenchSettings, bench_script, judge, parse_runs
-from provision.vllm.ops.vllm_service import VllmServiceArgs
+from provision.vllm.ops.vllm_service import ServiceSpec
 from provision.vllm.stability import GateThresholds
 from provision.vllm.status import (
     describe_failure,
@@ -58,7 +57,6 @@ from provision.vllm.status import (
 )
 
 PLAN_ROLE = "plan"
-SMOKE_OP = "vllm_smoke"
 BENCH_TIMEOUT_S = 4 * 3600  # a 10-run, 2000-token bench on a slow card takes minutes; never cut it short
 
 
@@ -115,25 +113,19 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 # ------------------------------------------------------------------------------ endpoint settings
-def service_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, VllmServiceArgs]]:
-    """The selected hosts and each one's service settings, rendered from the smoke task's arguments."""
+def host_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, tuple[ServiceSpec, list[str]]]]:
+    """The selected hosts and each one's service and `vllm serve` argv, as `render` builds them from
+    the release task's arguments (role defaults + inventory + -e, as `provision up` sees them)."""
     _, hosts = load_hosts(args)
     playbook = playbook_of(args)
     play = serving_play(plays_of(args), playbook)
-    task = next((t for t in play.tasks if t.op == SMOKE_OP), None)
-    if task is None:
-        raise InputError(f"the serving play has no {SMOKE_OP} task", file=playbook)
-    env = make_environment(play.template_dirs)
-    extra_vars = parse_extra_vars(args.extra_vars)
-    settings = {}
-    for host in hosts:
-        variables = {**host_variables(play, host, extra_vars), "inventory_hostname": host.name, "facts": {}}
-        try:
-            settings[host.name] = VllmServiceArgs.model_validate(Renderer(env, variables).render(task.args))
-        except (TemplateError, ValueError) as error:
-            raise InputError(f"host {host.name}: cannot render the service settings: {error}",
-                             file=task.source.file, line=task.source.line) from error
-    return hosts, settings
+    return hosts, host_services(play, playbook, hosts, parse_extra_vars(args.extra_vars))
+
+
+def service_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, ServiceSpec]]:
+    """The selected hosts and each one's service settings (`host_settings` without the argv)."""
+    hosts, settings = host_settings(args)
+    return hosts, {name: service for name, (service, _) in settings.items()}
 
 
 def on_each_host(args: argparse.Namespace, hosts: list[Host],
@@ -171,7 +163,7 @@ def bench_settings(args: argparse.Namespace) -> BenchSettings:
                                                    cluster_gap_percent=args.cluster_gap_percent))
 
 
-def bench_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, settings: BenchSettings,
+def bench_host(host: Host, args: argparse.Namespace, service: ServiceSpec, settings: BenchSettings,
                say: Callable[[str], None]) -> dict[str, Any]:
     say(f"{host.name} | bench | {settings.runs} runs of {settings.max_tokens} tokens "
         f"({settings.concurrency} at a time) after a warm-up")
@@ -226,7 +218,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
 
 # ----------------------------------------------------------------------------------------- status
-def status_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, wanted_argv: list[str],
+def status_host(host: Host, args: argparse.Namespace, service: ServiceSpec, wanted_argv: list[str],
                 wanted_image: str) -> dict[str, Any]:
     # one round trip: the facts probe, then (in a section the probe's parser ignores) the status script
     script = (f"{probe_script()}\nset +e +o pipefail\nprintf '@@section service-status\\n'\n"
@@ -357,8 +349,9 @@ def inventory_values(args: argparse.Namespace, hosts: list[Host], name: str) -> 
 
 def status_rows(args: argparse.Namespace) -> tuple[list[Host], dict[str, dict[str, Any]]]:
     """The selected hosts and each one's status row (also what `up` publishes on the office gateway)."""
-    hosts, services = service_settings(args)
-    wanted = {name: argv[2:] for name, argv in rendered_of(args).items()}
+    hosts, settings = host_settings(args)
+    services = {name: service for name, (service, _) in settings.items()}
+    wanted = {name: argv[2:] for name, (_, argv) in settings.items()}
     images, profiles = inventory_values(args, hosts, "vllm_image"), inventory_values(args, hosts, "model")
     rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
                                                               images[host.name]))

@@ -32,7 +32,7 @@ from provision.vllm.office_bench import (
     regression,
     summarize,
 )
-from provision.vllm.ops.vllm_service import VllmServiceArgs
+from provision.vllm.ops.vllm_service import ServiceSpec
 
 
 def office_workload(args: argparse.Namespace) -> OfficeWorkload:
@@ -44,7 +44,7 @@ def office_workload(args: argparse.Namespace) -> OfficeWorkload:
                           noise_band_percent=args.noise_band_percent)
 
 
-def office_host(host: Host, args: argparse.Namespace, service: VllmServiceArgs, workload: OfficeWorkload,
+def office_host(host: Host, args: argparse.Namespace, service: ServiceSpec, workload: OfficeWorkload,
                 say: Callable[[str], None]) -> dict[str, Any]:
     say(f"{host.name} | bench office | {workload.users} users, documents up to the context with an image each")
     layout = service.layout()

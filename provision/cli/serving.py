@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -37,14 +38,16 @@ from provision.cli.inputs import (
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import InputError
 from provision.inventory.extra_vars import parse_extra_vars
+from provision.inventory.model import Host
 from provision.playbook.loader import load_playbook, load_task_file
-from provision.playbook.model import Play, Role
+from provision.playbook.model import Play, Role, Task
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.results import Status
 from provision.runner.runner import RunConfig, Runner
 from provision.secrets import REDACTOR
 from provision.settings.variables import host_variables
 from provision.vllm.argv import FlagError, serve_arguments
+from provision.vllm.ops.vllm_service import ServiceSpec
 
 RELEASE_OP = "vllm_release"
 
@@ -124,6 +127,40 @@ def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def release_task(play: Play, playbook: Path) -> Task:
+    """The serving play's `vllm_release` task: the arguments `up` deploys with."""
+    task = next((t for t in play.tasks if t.op == RELEASE_OP), None)
+    if task is None:
+        raise InputError(f"the serving play has no {RELEASE_OP} task", file=playbook)
+    return task
+
+
+def host_services(play: Play, playbook: Path, hosts: list[Host],
+                  extra_vars: dict[str, Any]) -> dict[str, tuple[ServiceSpec, list[str]]]:
+    """Host name -> its service and `vllm serve ...` argv, rendered from the release task's `service`,
+    `model` and `flags` and validated by the type `up` validates them with (no host touched): what
+    `render` prints and what `status`, `bench` and `office-bench` check against."""
+    task = release_task(play, playbook)
+    env = make_environment(play.template_dirs)
+    services = {}
+    for host in hosts:
+        renderer = Renderer(env, {**host_variables(play, host, extra_vars), "inventory_hostname": host.name,
+                                  "facts": {}})
+        try:
+            try:
+                service = ServiceSpec.model_validate(renderer.render(task.args["service"]))
+            except ValidationError as error:  # said as `up` says it (Operation.arguments)
+                raise ValueError("; ".join(f"service.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                           for e in error.errors())) from error
+            model = renderer.render(task.args["model"])
+            flags = renderer.render(task.args["flags"])
+            services[host.name] = (service, ["vllm", "serve", *serve_arguments(str(model), flags)])
+        except (TemplateError, FlagError, KeyError, ValueError) as error:
+            raise InputError(f"host {host.name}: cannot render the vllm service: {error}",
+                             file=task.source.file, line=task.source.line) from error
+    return services
+
+
 def rendered_arguments(inventory_sources: Path | list[Path], limit: str | None, extra_items: list[str], playbook: Path,
                        roles_dir: Path | None = None) -> dict[str, list[str]]:
     """Host name -> `vllm serve ...` argv, from the release task's `model` and `flags` (no host touched)."""
@@ -131,22 +168,7 @@ def rendered_arguments(inventory_sources: Path | list[Path], limit: str | None, 
     roles_dir = roles_dir or content.roles_path(None, playbook)
     _, hosts = validated_inventory(inventory_sources, limit, extra_vars, roles_dir, playbook.parent)
     play = serving_play(load_playbook(playbook, roles_dir), playbook)
-    task = next((t for t in play.tasks if t.op == RELEASE_OP), None)
-    if task is None:
-        raise InputError(f"the serving play has no {RELEASE_OP} task", file=playbook)
-    env = make_environment(play.template_dirs)
-    rendered = {}
-    for host in hosts:
-        renderer = Renderer(env, {**host_variables(play, host, extra_vars), "inventory_hostname": host.name,
-                                  "facts": {}})
-        try:
-            model = renderer.render(task.args["model"])
-            flags = renderer.render(task.args["flags"])
-            rendered[host.name] = ["vllm", "serve", *serve_arguments(str(model), flags)]
-        except (TemplateError, FlagError, KeyError) as error:
-            raise InputError(f"host {host.name}: cannot render the vllm serve arguments: {error}",
-                             file=task.source.file, line=task.source.line) from error
-    return rendered
+    return {name: argv for name, (_, argv) in host_services(play, playbook, hosts, extra_vars).items()}
 
 
 def rendered_of(args: argparse.Namespace) -> dict[str, list[str]]:

@@ -17,17 +17,15 @@ from provision.vllm.endpoint import Endpoint
 from provision.vllm.readiness import Progress, StartMark, Waiter
 from provision.vllm.smoke import SmokeReport, run_smoke
 
-DEFAULT_READY_TIMEOUT_S = 1200.0
-
 
 @dataclass(frozen=True)
 class CheckSettings:
-    """How long to wait for readiness, and which smoke checks to run."""
+    """How long to wait for readiness, and which smoke checks to run (the service's values: ServiceSpec)."""
 
-    ready_timeout: float = DEFAULT_READY_TIMEOUT_S
-    vision: bool = True
-    smoke_timeout: float = 300.0
-    interval: float = 2.0
+    ready_timeout: float
+    vision: bool
+    smoke_timeout: float
+    interval: float = 2.0  # seconds between readiness polls
 
 
 def host_runner(conn: Any, what: str) -> Callable[[str, bytes | None], str]:

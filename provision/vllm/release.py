@@ -51,8 +51,8 @@ class Layout:
     name: str
     env_file: str
     state_dir: str
-    unit_dir: str = "/etc/systemd/system"
-    key_file: str = "/etc/provision/vllm/api-key"
+    key_file: str
+    unit_dir: str = "/etc/systemd/system"  # where systemd reads administrator units (systemd.unit(5))
 
     @property
     def unit(self) -> str:

@@ -103,7 +103,7 @@ def smoke_requests(endpoint: Endpoint, vision: bool) -> tuple[list[str], list[di
     return names, bodies
 
 
-def run_smoke(run: Any, endpoint: Endpoint, vision: bool = True, timeout: float = 300) -> SmokeReport:
+def run_smoke(run: Any, endpoint: Endpoint, vision: bool, timeout: float) -> SmokeReport:
     """Run the checks through `run(script, payload) -> stdout`; raise SmokeFailed when one fails."""
     names, bodies = smoke_requests(endpoint, vision)
     report = judge_smoke(run(smoke_script(endpoint, names, timeout), smoke_payload(bodies)), vision)

@@ -36,18 +36,19 @@ class ContainerUnit:
     description: str
     image: str
     arguments: list[str]
+    # the service's own values, each from its role's variables (no default here: one source)
+    command: list[str]  # the image's entrypoint
+    docker: str
+    restart_sec: int
+    start_limit_interval_s: int
+    start_limit_burst: int
+    start_timeout_s: int
+    stop_timeout_s: int
     run_options: list[str] = field(default_factory=list)
     ports: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)
     env_file: str | None = None
     secret_files: dict[str, str] = field(default_factory=dict)  # env name -> root-only file on the host
-    command: list[str] = field(default_factory=lambda: ["vllm", "serve"])  # the image's entrypoint
-    docker: str = "/usr/bin/docker"
-    restart_sec: int = 10
-    start_limit_interval_s: int = 900
-    start_limit_burst: int = 5
-    start_timeout_s: int = 1200
-    stop_timeout_s: int = 30
 
     def run_argv(self) -> list[str]:
         """The ExecStart command as an argument vector."""

@@ -21,6 +21,7 @@ def plan(fixture: str, **overrides):
         "model_architecture": VLLM["model_architecture"], "max_model_len": VLLM["max_model_len"],
         "gpu_memory_utilization": VLLM["gpu_memory_utilization"], "kv_cache_dtype": "fp8",
         "max_num_batched_tokens": VLLM["max_num_batched_tokens"], "gpu_profiles": PLAN["gpu_profiles"],
+        "min_full_sequences": PLAN["min_full_sequences"], "overhead_gib": PLAN["kv_overhead_gib"],
         **overrides,
     })
     return op.plan(args, parse_probe((FIXTURES / fixture).read_text()), None)

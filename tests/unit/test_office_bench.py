@@ -72,7 +72,7 @@ def test_a_bimodal_release_is_flagged_against_the_previous_release() -> None:
 
 
 def test_the_result_is_kept_atomically_per_release(tmp_path: Path) -> None:
-    layout = Layout("vllm", "/dev/null", str(tmp_path / "state"))
+    layout = Layout("vllm", "/dev/null", str(tmp_path / "state"), "/etc/provision/vllm/api-key")
     result = {"release": "abc123", "note": "it's <data>; $(reboot)"}
     subprocess.run(["bash", "-e"], input=keep_script(layout, "abc123", result), text=True, check=True)
     assert json.loads((tmp_path / "state/bench/abc123.json").read_text()) == result

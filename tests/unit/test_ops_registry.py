@@ -11,6 +11,9 @@ from pydantic import ValidationError
 
 from provision.ops import REGISTRY
 from tests.unit.ops_support import assert_bash_parses, make_args
+from tests.unit.vllm_service_support import RELEASE_SETTINGS, role_service
+
+SERVICE = role_service(served_name="m", state_dir="/nonexistent/state", env_file="/nonexistent/env")
 
 SAMPLES = {
     "apt": {"name": ["curl"], "hold": True},
@@ -26,12 +29,12 @@ SAMPLES = {
     "docker_image": {"image": "registry.invalid/x:1"},
     "generated_secret": {"path": "/nonexistent/key"},
     "hf_snapshot": {"repo": "org/model", "cache_dir": "/nonexistent/hf"},
-    "vllm_release": {"served_name": "m", "image": "registry.invalid/vllm:1", "model": "org/model",
-                     "flags": {"served-model-name": "m"},
-                     "state_dir": "/nonexistent/state", "env_file": "/nonexistent/env"},
-    "vllm_memory": {"name": "vllm", "state_dir": "/nonexistent/state"},
-    "vllm_rollback": {"served_name": "m", "state_dir": "/nonexistent/state", "env_file": "/nonexistent/env"},
-    "vllm_smoke": {"served_name": "m", "state_dir": "/nonexistent/state", "env_file": "/nonexistent/env"},
+    "vllm_release": {"service": SERVICE, "image": "registry.invalid/vllm:1", "image_pinned": "", "model": "org/model",
+                     "flags": {"served-model-name": "m"}, "weights": {}, "volumes": [], "env": {}, "api_key": "",
+                     **RELEASE_SETTINGS},
+    "vllm_memory": {"service": SERVICE, "planned": {}},
+    "vllm_rollback": {"service": SERVICE},
+    "vllm_smoke": {"service": SERVICE},
     "directory": {"path": "/nonexistent/dir"},
     "fail": {"msg": "no"},
     "file": {"dest": "/nonexistent/file", "content": "x"},
@@ -40,7 +43,8 @@ SAMPLES = {
     "json_merge": {"path": "/nonexistent/x.json", "merge": {"a": 1}},
     "lineinfile": {"path": "/nonexistent/x", "line": "a"},
     "memory_plan": {"model_architecture": {}, "max_model_len": "auto", "gpu_memory_utilization": 0.9,
-                    "kv_cache_dtype": "fp8", "max_num_batched_tokens": 8192},
+                    "kv_cache_dtype": "fp8", "max_num_batched_tokens": 8192, "min_full_sequences": 1,
+                    "overhead_gib": 1.8, "gpu_profiles": []},
     "mirror_choice": {"component": "hub", "mirror": "http://127.0.0.1:1", "upstream": "https://huggingface.co"},
     "reboot": {"reason": "test"},
     "systemd": {"name": "surely-not-a-unit.service", "state": "started"},

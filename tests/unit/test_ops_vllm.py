@@ -17,18 +17,19 @@ from provision.ops import REGISTRY
 from provision.secrets import REDACTOR
 from provision.vllm.release import Record, sha256_text
 from tests.unit.ops_support import ScriptedConnection, assert_bash_parses, context, make_args, plan
+from tests.unit.vllm_service_support import RELEASE_SETTINGS, role_service
 
 KEY = "sk-ops-test-key-abcdefghijklmnop"
 FLAGS = {"served-model-name": "workhorse", "max-model-len": 131072, "kv-cache-dtype": "fp8",
          "limit-mm-per-prompt": {"image": 1, "video": 0}, "host": "0.0.0.0", "port": 8000}
 RELEASE_ARGS: dict[str, Any] = {
     "image": "vllm/vllm-openai:v0.21.0-cu129", "image_pinned": "vllm/vllm-openai@sha256:" + "ab" * 32,
-    "model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "served_name": "workhorse", "flags": FLAGS,
+    "model": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "service": role_service(), "flags": FLAGS,
     "weights": {"repo": "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit", "revision": "main", "commit": "c" * 40},
     "volumes": ["/var/lib/provision/huggingface:/root/.cache/huggingface"],
-    "env": {"HF_ENDPOINT": "https://huggingface.co"}, "api_key": KEY,
+    "env": {"HF_ENDPOINT": "https://huggingface.co"}, "api_key": KEY, **RELEASE_SETTINGS,
 }
-SERVICE_ARGS = {"served_name": "workhorse"}
+SERVICE_ARGS = {"service": role_service()}
 SAMPLES = {"vllm_release": RELEASE_ARGS, "vllm_smoke": SERVICE_ARGS, "vllm_rollback": SERVICE_ARGS,
            "hf_snapshot": {"repo": "a/b", "cache_dir": "/nonexistent/hub", "endpoint": "http://127.0.0.1:9"},
            "docker_image": {"image": "surely/not-an-image:1"},
@@ -55,12 +56,27 @@ def test_unknown_arguments_are_refused(name: str) -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"flags": {**FLAGS, "api-key": "x"}}, "api-key"),
-    ({"served_name": "other"}, "not among the names vLLM serves"),
+    ({"service": role_service(served_name="other")}, "not among the names vLLM serves"),
     ({"volumes": "not-a-list"}, "volumes"),
 ])
 def test_bad_release_arguments_are_refused(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         make_args("vllm_release", **{**RELEASE_ARGS, **change})
+
+
+@pytest.mark.parametrize("name", ["vllm_release", "vllm_smoke", "vllm_rollback", "vllm_memory"])
+def test_a_missing_service_value_is_an_input_error_naming_it(name: str) -> None:
+    """No operation has a default of its own: the role's vllm_service is the one source."""
+    service = role_service()
+    del service["ready_timeout"]
+    with pytest.raises(TaskFailed, match=r"invalid arguments for vllm_\w+: service\.ready_timeout: Field required"):
+        REGISTRY[name].arguments({**SAMPLES.get(name, {"planned": {}}), "service": service})
+
+
+def test_a_missing_release_value_is_an_input_error_naming_it() -> None:
+    args = {key: value for key, value in RELEASE_ARGS.items() if key != "stop_timeout"}
+    with pytest.raises(TaskFailed, match="stop_timeout: Field required"):
+        REGISTRY["vllm_release"].arguments(args)
 
 
 def test_the_api_key_is_masked_from_the_moment_it_is_read() -> None:
@@ -179,5 +195,5 @@ def test_rollback_needs_a_previous_release() -> None:
 
 
 def test_the_units_start_timeout_follows_vllm_ready_timeout() -> None:
-    args = make_args("vllm_release", **{**RELEASE_ARGS, "ready_timeout": 180})
+    args = make_args("vllm_release", **{**RELEASE_ARGS, "service": role_service(ready_timeout=180)})
     assert "TimeoutStartSec=180\n" in args.release().unit_text

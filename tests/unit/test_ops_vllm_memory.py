@@ -8,6 +8,7 @@ import pytest
 
 from provision.ops import REGISTRY
 from provision.vllm.release import Record
+from tests.unit.vllm_service_support import role_service
 
 LOG = ("Model loading took 17.12 GiB memory and 41.2 seconds\nAvailable KV cache memory: 3.06 GiB\n"
        "GPU KV cache size: 188,397 tokens, Maximum concurrency for 131,072 tokens per request: 1.44x\n")
@@ -22,7 +23,7 @@ def probe_output(current: dict | None, log: str = LOG) -> str:
 
 def plan(current: dict | None):
     op = REGISTRY["vllm_memory"]
-    args = op.Args.model_validate({"planned": PLANNED})
+    args = op.Args.model_validate({"service": role_service(), "planned": PLANNED})
     return op.plan(args, None, op.probe(args).parse(probe_output(current)))
 
 
@@ -45,7 +46,7 @@ def test_converged_when_the_record_already_holds_them():
 
 def test_nothing_running_nothing_to_do():
     op = REGISTRY["vllm_memory"]
-    args = op.Args.model_validate({})
+    args = op.Args.model_validate({"service": role_service(), "planned": {}})
     result = op.plan(args, None, op.probe(args).parse(""))
     assert not result.commands and "no memory figures" in result.summary
 
@@ -53,7 +54,7 @@ def test_nothing_running_nothing_to_do():
 def test_found_far_below_planned_is_a_warning_with_both_numbers():
     op = REGISTRY["vllm_memory"]
     planned = {"kv_available_gib": 4.0, "full_sequences": 1.9, "max_model_len": 131072}
-    args = op.Args.model_validate({"planned": planned})
+    args = op.Args.model_validate({"service": role_service(), "planned": planned})
     result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"})))
     assert "WARNING: vLLM found 3.06 GiB of KV cache memory, 24% below the planned 4.00 GiB" in result.summary
     assert "vLLM found 1.44 of full-length sequences, 24% below the planned 1.90" in result.summary
@@ -81,7 +82,7 @@ REAL_LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"  # sources: SOURCES
 ])
 def test_planned_vs_found_is_filled_from_vllms_other_memory_wordings(name: str, found: str) -> None:
     op = REGISTRY["vllm_memory"]
-    args = op.Args.model_validate({"planned": PLANNED})
+    args = op.Args.model_validate({"service": role_service(), "planned": PLANNED})
     result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"}, (REAL_LOGS / name).read_text())))
     assert found in result.summary
     assert json.loads(result.commands[0].data)["current"]["startup_memory"]
@@ -90,7 +91,7 @@ def test_planned_vs_found_is_filled_from_vllms_other_memory_wordings(name: str, 
 def test_a_pinned_kv_size_below_the_plan_is_no_plan_error() -> None:
     """With --kv-cache-memory-bytes vLLM follows the pin, not the plan (vllm#49878's line): no warning."""
     op = REGISTRY["vllm_memory"]
-    args = op.Args.model_validate({"planned": {**PLANNED, "kv_available_gib": 80.0}})
+    args = op.Args.model_validate({"service": role_service(), "planned": {**PLANNED, "kv_available_gib": 80.0}})
     log = (REAL_LOGS / "unknown__vllm-49878-gemma4-kv-bytes.log").read_text()
     result = op.plan(args, None, op.probe(args).parse(probe_output({"id": "abc"}, log)))
     assert "vLLM reserved 49.00 GiB" in result.summary and "WARNING" not in result.summary

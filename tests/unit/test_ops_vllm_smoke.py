@@ -29,6 +29,7 @@ from tests.standins.vllm.launch import free_port
 from tests.unit.ops_support import context, make_args, plan, probe_local
 from tests.unit.serving_support import API_KEY, REPO_ROOT, start_profile_standin, stop
 from tests.unit.test_service_readiness import models_body, output
+from tests.unit.vllm_service_support import role_service
 
 WAIT = Action("wait for vllm to be ready, then the text and vision smoke checks")
 RED = "'Red. The image is mostly red.'"
@@ -42,7 +43,7 @@ def key_file(tmp_path: Path) -> Path:
 
 
 def smoke_args(port: int, key_file: Path) -> dict[str, Any]:
-    return {"served_name": "workhorse", "port": port, "api_key_file": str(key_file)}
+    return {"service": role_service(port=port, api_key_file=str(key_file))}
 
 
 def test_a_ready_server_that_answers_right_is_checked_by_the_probe_alone(key_file: Path) -> None:
@@ -123,10 +124,13 @@ def write(path: Path, text: str) -> None:
 def test_the_smoke_role_on_a_serving_host_costs_one_round_trip(tmp_path: Path, key_file: Path, check: bool) -> None:
     """The real smoke role: its checks and the memory report's probe in the host's one probe script."""
     shutil.copytree(REPO_ROOT / "roles" / "smoke", tmp_path / "roles" / "smoke")
+    # the vllm role for its defaults alone (the service mapping the smoke tasks take), none of its tasks
+    shutil.copytree(REPO_ROOT / "roles" / "vllm", tmp_path / "roles" / "vllm")
+    (tmp_path / "roles" / "vllm" / "tasks.yaml").write_text("[]\n")
     write(tmp_path / "playbooks" / "site.yaml", """
         - name: model server
           hosts: all
-          roles: [smoke]
+          roles: [vllm, smoke]
     """)
     server = start_profile_standin()
     try:

@@ -95,6 +95,13 @@ def test_a_refused_flag_in_the_inventory_is_an_input_error() -> None:
                            ['{"vllm_extra_flags": {"api-key": "x"}}'], SITE)
 
 
+def test_a_service_mapping_missing_a_value_is_an_input_error_naming_it() -> None:
+    """The settings check refuses it before contact, as every command (`up`, `render`, `status`) reads it."""
+    with pytest.raises(InputError, match=r"vllm_service: port: missing \(required\)"):
+        rendered_arguments(REPO_ROOT / "inventory" / "host.yaml", None,
+                           ['{"vllm_service": {"name": "vllm", "served_name": "x"}}'], SITE)
+
+
 def test_a_stop_lets_vllm_drain_its_requests_before_docker_kills_it() -> None:
     """The release task's stop_timeout (docker stop -t) follows vllm_shutdown_timeout, 15 s longer."""
     play = serving_play(load_playbook(SITE, REPO_ROOT / "roles"), SITE)

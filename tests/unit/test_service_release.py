@@ -33,7 +33,8 @@ from provision.vllm.release import (
 from provision.vllm.smoke import SmokeFailed
 from tests.unit.ops_support import assert_bash_parses, run_local
 
-LAYOUT = Layout(name="vllm", env_file="/etc/provision/vllm/vllm.env", state_dir="/var/lib/provision/vllm")
+LAYOUT = Layout(name="vllm", env_file="/etc/provision/vllm/vllm.env", state_dir="/var/lib/provision/vllm",
+                key_file="/etc/provision/vllm/api-key")
 
 
 def release(flag: str = "4", image: str = "img:1", commit: str = "c" * 40, key: str = "k1") -> Release:
@@ -234,7 +235,7 @@ def shims(tmp_path: Path) -> Path:
 
 def test_activation_stages_and_swaps_the_files_in_with_their_modes(tmp_path: Path, shims: Path) -> None:
     layout = Layout(name="vllm", env_file=str(tmp_path / "etc/vllm.env"), state_dir=str(tmp_path / "state"),
-                    unit_dir=str(tmp_path / "units"))
+                    key_file="/etc/provision/vllm/api-key", unit_dir=str(tmp_path / "units"))
     new = release(key="k-secret")
     script = activate_script(layout, new.id, staged=True)
     assert "k-secret" not in script
@@ -256,7 +257,7 @@ def test_activation_stages_and_swaps_the_files_in_with_their_modes(tmp_path: Pat
 
 
 def test_record_script_writes_the_record_and_prunes_unnamed_releases(tmp_path: Path) -> None:
-    layout = Layout(name="vllm", env_file="/x", state_dir=str(tmp_path))
+    layout = Layout(name="vllm", env_file="/x", state_dir=str(tmp_path), key_file="/etc/provision/vllm/api-key")
     for release_id in ("aaa", "bbb", "ccc"):
         (tmp_path / "releases" / release_id).mkdir(parents=True)
     record = Record(current={"id": "aaa"}, previous={"id": "ccc"})

@@ -6,6 +6,7 @@ import pytest
 
 from provision.secrets import Secret
 from provision.vllm.unit import ContainerUnit, render_env_file, render_unit, systemd_word
+from tests.unit.vllm_service_support import UNIT_SETTINGS
 
 
 def systemd_split(line: str) -> list[str]:
@@ -46,6 +47,7 @@ UNIT = ContainerUnit(
                "--enable-prefix-caching", "--chat-template", "it's {{ 100% }} $HOME \\ ;"],
     run_options=["--gpus", "all", "--ipc=host"], ports=["8000:8000"],
     volumes=["/var/lib/provision/huggingface:/root/.cache/huggingface"], env_file="/etc/provision/vllm/vllm.env",
+    **UNIT_SETTINGS,
 )
 
 

@@ -39,6 +39,9 @@ vllm:kv_cache_usage_perc{model_name="m"} 0.25
 """
 
 
+LAYOUT = Layout("vllm", "/etc/provision/vllm/vllm.env", "/var/lib/provision/vllm", "/etc/provision/vllm/api-key")
+
+
 def test_parse_status():
     status = parse_status(OUTPUT)
     assert status.state == "active (running)" and status.uptime_s == 600.0
@@ -93,7 +96,7 @@ def test_metrics_sum_label_sets():
 
 
 def test_script_is_valid_bash():
-    script = status_script(Layout("vllm", "/etc/provision/vllm/vllm.env", "/var/lib/provision/vllm"),
+    script = status_script(LAYOUT,
                            Endpoint("vllm", 8000, "/etc/provision/vllm/vllm.env", "m"))
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
@@ -108,7 +111,7 @@ def test_uptime_past_36_minutes_read_with_mawk(tmp_path):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin/awk").symlink_to(mawk)
     (tmp_path / "uptime").write_text("90061.37 170000.10\n")  # 1 day, 1 h, 1 min up
-    script = status_script(Layout("vllm", "/etc/provision/vllm/vllm.env", "/var/lib/provision/vllm"),
+    script = status_script(LAYOUT,
                            Endpoint("vllm", 8000, "/etc/provision/vllm/vllm.env", "m"))
     clock = "\n".join(line.replace("/proc/uptime", str(tmp_path / "uptime"))
                       for line in script.splitlines() if "/proc/uptime" in line)

@@ -17,7 +17,8 @@ from provision.vllm.guard import UpgradeGuard, guard_script
 from provision.vllm.release import Layout, Record, Release, sha256_text
 from provision.vllm.smoke import judge_smoke, judge_source, smoke_payload, smoke_requests, smoke_script
 
-LAYOUT = Layout(name="vllm", env_file="/etc/provision/vllm/vllm.env", state_dir="/var/lib/provision/vllm")
+LAYOUT = Layout(name="vllm", env_file="/etc/provision/vllm/vllm.env", state_dir="/var/lib/provision/vllm",
+                key_file="/etc/provision/vllm/api-key")
 GUARD = UpgradeGuard(LAYOUT, Endpoint("vllm", 8000, "/etc/provision/vllm/api-key", "w"), 600, 300)
 
 

@@ -22,9 +22,10 @@ class MemoryPlanArgs(OpArgs):
     gpu_memory_utilization: float
     kv_cache_dtype: str
     max_num_batched_tokens: int
-    min_full_sequences: int = 1
-    overhead_gib: float = 1.8
-    gpu_profiles: list[dict[str, Any]] = []
+    # the plan role's values (roles/plan/defaults.yaml), no default here
+    min_full_sequences: int
+    overhead_gib: float
+    gpu_profiles: list[dict[str, Any]]
 
 
 def model_shape(architecture: dict[str, Any]) -> ModelShape:

@@ -12,8 +12,8 @@ import base64
 from typing import Any
 
 from provision.ops.base import OpArgs, Operation, Plan, Probe, register
-from provision.ops.fields import AbsolutePath
 from provision.shell import Command, parse_fields, quote
+from provision.vllm.ops.vllm_service import ServiceSpec
 from provision.vllm.release import Record
 from provision.vllm.startup_log import (
     JOURNAL_FILTER,
@@ -28,9 +28,8 @@ MEMORY_LINES_KEPT = 40
 
 
 class VllmMemoryArgs(OpArgs):
-    name: str = "vllm"
-    state_dir: AbsolutePath = "/var/lib/provision/vllm"
-    planned: dict[str, Any] = {}
+    service: ServiceSpec
+    planned: dict[str, Any]
 
 
 def parse_memory_probe(output: str) -> tuple[StartupMemory, Record]:
@@ -48,8 +47,8 @@ class VllmMemoryOperation(Operation):
     reports = True
 
     def probe(self, args: VllmMemoryArgs) -> Probe[tuple[StartupMemory, Record]]:
-        unit = quote(f"{args.name}.service")
-        record = quote(f"{args.state_dir}/release.json")
+        unit = quote(args.service.layout().unit)
+        record = quote(args.service.layout().record_path)
         return Probe(f"id=$(systemctl show -p InvocationID --value -- {unit} 2>/dev/null)\n"
                 f'[ -n "$id" ] && echo "log=$(journalctl _SYSTEMD_INVOCATION_ID="$id" -o cat --no-pager 2>/dev/null'
                 f" | grep -E {quote(JOURNAL_FILTER)} | tail -n {MEMORY_LINES_KEPT} | base64 -w0)\"\n"
@@ -70,7 +69,7 @@ class VllmMemoryOperation(Operation):
             return Plan(changed=False, summary=summary, result=result)
         current = {**record.current, "startup_memory": figures, "planned_memory": planned}
         text = Record(current=current, previous=record.previous, last_failed=record.last_failed).text()
-        path = quote(f"{args.state_dir}/release.json")
+        path = quote(args.service.layout().record_path)
         script = (f"tmp=$(mktemp {path}.XXXXXX)\ncat <&3 > \"$tmp\"\nchmod 0644 \"$tmp\"\nmv -f \"$tmp\" {path}")
         return Plan(changed=False, summary=summary, result=result,
                     steps=[Command(script=script, data=text.encode(), description="record vLLM's memory figures")])

@@ -43,22 +43,25 @@ from provision.vllm.unit import ContainerUnit, render_env_file, render_unit
 
 
 class VllmReleaseArgs(VllmServiceArgs):
+    """The service, and what its release is made of: every value from the vllm role (tasks.yaml), no
+    default here (a missing one is an input error naming it)."""
+
     image: str
-    image_pinned: str = ""
+    image_pinned: str
     model: str
-    flags: dict[str, Any] = {}
-    weights: dict[str, str] = {}
-    bind_address: str = ""
-    volumes: list[str] = []
-    run_options: list[str] = ["--gpus", "all", "--ipc=host"]
-    env: dict[str, str] = {}
-    api_key: Secret = Secret("")
-    command: list[str] = ["vllm", "serve"]  # the image's entrypoint, run after the secrets are read
-    docker: str = "/usr/bin/docker"
-    restart_sec: int = Field(default=10, ge=0)
-    start_limit_interval: int = Field(default=900, ge=0)
-    start_limit_burst: int = Field(default=5, ge=1)
-    stop_timeout: int = Field(default=30, ge=1)
+    flags: dict[str, Any]
+    weights: dict[str, str]
+    bind_address: str
+    volumes: list[str]
+    run_options: list[str]
+    env: dict[str, str]
+    api_key: Secret
+    command: list[str]  # the image's entrypoint, run after the secrets are read
+    docker: str
+    restart_sec: int = Field(ge=0)
+    start_limit_interval: int = Field(ge=0)
+    start_limit_burst: int = Field(ge=1)
+    stop_timeout: int = Field(ge=1)
 
     @field_validator("image", "image_pinned")
     @classmethod
@@ -92,26 +95,28 @@ class VllmReleaseArgs(VllmServiceArgs):
     def _served_name(self) -> VllmReleaseArgs:
         named = self.flags.get("served-model-name", self.flags.get("served_model_name"))
         names = named if isinstance(named, list) else [named] if named else [self.model]
-        if self.served_name not in [str(n) for n in names]:
-            raise ValueError(f"served_name {self.served_name!r} is not among the names vLLM serves: {names}")
+        if self.service.served_name not in [str(n) for n in names]:
+            raise ValueError(f"served_name {self.service.served_name!r} is not among the names vLLM serves: {names}")
         return self
 
     @property
     def container_port(self) -> int:
+        """The port vLLM listens on in the container: its `--port` flag, else vLLM's own default."""
         return int(self.flags.get("port", 8000))
 
     def unit(self) -> ContainerUnit:
+        service = self.service
         bind = f"{self.bind_address}:" if self.bind_address else ""
         return ContainerUnit(
-            name=self.name, description=f"vLLM serving {self.served_name} ({self.model})",
+            name=service.name, description=f"vLLM serving {service.served_name} ({self.model})",
             image=self.image_pinned or self.image, arguments=serve_arguments(self.model, self.flags),
-            run_options=list(self.run_options), ports=[f"{bind}{self.port}:{self.container_port}"],
+            run_options=list(self.run_options), ports=[f"{bind}{service.port}:{self.container_port}"],
             volumes=list(self.volumes),
-            env_file=self.env_file, docker=self.docker, command=list(self.command),
-            secret_files={"VLLM_API_KEY": self.api_key_file} if self.api_key.reveal() else {},
+            env_file=service.env_file, docker=self.docker, command=list(self.command),
+            secret_files={"VLLM_API_KEY": service.api_key_file} if self.api_key.reveal() else {},
             restart_sec=self.restart_sec,
             start_limit_interval_s=self.start_limit_interval, start_limit_burst=self.start_limit_burst,
-            stop_timeout_s=self.stop_timeout, start_timeout_s=int(self.ready_timeout),
+            stop_timeout_s=self.stop_timeout, start_timeout_s=int(service.ready_timeout),
         )
 
     def release(self) -> Release:
@@ -156,13 +161,13 @@ class VllmReleaseOperation(Operation):
         pending = "" if args.image_pinned else f" (once {args.image} is pulled)"
         diff = text_diff(args.layout().unit_path, live.unit_text, release.unit_text)
         if live.env_sha256 != release.entry()["env_sha256"]:
-            diff += f"{args.env_file}: content changed\n"
+            diff += f"{args.service.env_file}: content changed\n"
         if release.key_text and live.key_sha256 != sha256_text(release.key_text):
-            diff += f"{args.api_key_file}: API key changed (secret)\n"
+            diff += f"{args.service.api_key_file}: API key changed (secret)\n"
         return ReleasePlan(changed=True, summary=f"deploy release {release.id}{pending}: {'; '.join(reasons)}",
                            diff=diff, result=result, args=args, release=release, live=live,
-                           steps=[Action(f"deploy release {release.id}: stop {args.name}, swap its files in, start "
-                                         "it, wait for readiness, run the smoke checks; an upgrade that fails is "
+                           steps=[Action(f"deploy release {release.id}: stop {args.service.name}, swap its files in, "
+                                         "start it, wait for readiness, run the smoke checks; an upgrade that fails is "
                                          "rolled back")])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
@@ -170,8 +175,10 @@ class VllmReleaseOperation(Operation):
         if plan.acknowledge:
             return super().apply(ctx, plan)
         args = plan.args
-        guard = UpgradeGuard(args.layout(), args.endpoint(), args.ready_timeout, args.smoke_timeout, args.smoke_vision)
-        deployer = Deployer(host_runner(ctx.conn, f"deploy {args.name}"), args.layout(), verify_on(ctx, args), guard)
+        service = args.service
+        guard = UpgradeGuard(args.layout(), args.endpoint(), service.ready_timeout, service.smoke_timeout,
+                             service.smoke_vision)
+        deployer = Deployer(host_runner(ctx.conn, f"deploy {service.name}"), args.layout(), verify_on(ctx, args), guard)
         checks = deployer.deploy(plan.release, plan.live)
         return ApplyResult(changed=True, summary=f"{plan.summary}; {checks['summary']}",
                            result={**plan.result, "smoked": True, **checks})

@@ -39,18 +39,18 @@ class VllmRollbackOperation(Operation):
     def plan(self, args: VllmServiceArgs, facts: Any, live: LiveState) -> Plan:
         record = live.record
         if record.previous is None:
-            raise TaskFailed(f"no previous release of {args.name} is recorded on this host "
+            raise TaskFailed(f"no previous release of {args.service.name} is recorded on this host "
                              f"({args.layout().record_path}): nothing to roll back to")
         current = describe_entry(record.current) if record.current else "no verified release"
         return RollbackPlan(changed=True, args=args, record=record,
                             summary=f"roll back from {current} to {describe_entry(record.previous)}",
-                            steps=[Action(f"install the previous release of {args.name}, restart it, wait for "
+                            steps=[Action(f"install the previous release of {args.service.name}, restart it, wait for "
                                           "readiness, run the smoke checks; if they fail, start the current one "
                                           "again")])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         assert isinstance(plan, RollbackPlan) and plan.args is not None and plan.record is not None
-        deployer = Deployer(host_runner(ctx.conn, f"roll back {plan.args.name}"), plan.args.layout(),
+        deployer = Deployer(host_runner(ctx.conn, f"roll back {plan.args.service.name}"), plan.args.layout(),
                             verify_on(ctx, plan.args))
         checks = deployer.rollback(plan.record)
         previous = plan.record.previous

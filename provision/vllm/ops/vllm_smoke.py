@@ -64,18 +64,18 @@ class VllmSmokeOperation(Operation):
 
     def probe(self, args: VllmServiceArgs) -> Probe[SmokeProbe]:
         endpoint = args.endpoint()
-        names, bodies = smoke_requests(endpoint, args.smoke_vision)
-        checks = embedded_smoke_script(endpoint, names, bodies, min(args.smoke_timeout, PROBE_CHECK_TIMEOUT_S))
+        names, bodies = smoke_requests(endpoint, args.service.smoke_vision)
+        checks = embedded_smoke_script(endpoint, names, bodies, min(args.service.smoke_timeout, PROBE_CHECK_TIMEOUT_S))
         return Probe(snapshot_script(endpoint, RUNNING, when_up=checks), parse_smoke_probe)
 
     def plan(self, args: VllmServiceArgs, facts: Any, state: SmokeProbe) -> Plan:
         if judge(state.snapshot, args.endpoint(), RUNNING).state == "ready":
-            report = judge_smoke(state.checks, args.smoke_vision)
+            report = judge_smoke(state.checks, args.service.smoke_vision)
             if report.ok:
                 result = checks_report(0.0, report)
                 return Plan(changed=False, summary=result["summary"], result=result)
-        checks = "text and vision" if args.smoke_vision else "text"
-        what = f"wait for {args.name} to be ready, then the {checks} smoke checks"
+        checks = "text and vision" if args.service.smoke_vision else "text"
+        what = f"wait for {args.service.name} to be ready, then the {checks} smoke checks"
         return SmokePlan(changed=False, args=args, summary=what, steps=[Action(what)])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:

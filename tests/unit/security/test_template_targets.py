@@ -31,6 +31,7 @@ from tests.unit.security.target_syntax import (
     systemd_verify,
 )
 from tests.unit.test_ops_vllm import RELEASE_ARGS
+from tests.unit.vllm_service_support import UNIT_SETTINGS
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
 TEMPLATES = sorted(ROLES.glob("*/templates/*"))
@@ -170,7 +171,7 @@ HOSTILE_FLAGS = {
 
 def test_the_vllm_unit_keeps_hostile_flag_values_as_arguments(tmp_path: Path) -> None:
     unit = ContainerUnit(name="vllm", description="vLLM serving gemma (org/model)", image="vllm/vllm-openai:v1",
-                         arguments=serve_arguments("org/model", HOSTILE_FLAGS))
+                         arguments=serve_arguments("org/model", HOSTILE_FLAGS), **UNIT_SETTINGS)
     text = render_unit(unit)
     settings = read_unit(text)
     assert [(s, k) for s, k, _ in settings] == [
@@ -197,11 +198,13 @@ def test_the_vllm_image_is_never_a_docker_run_option(image: str) -> None:
                                          "esc \x1b[2J"])
 def test_a_unit_description_that_would_add_a_line_is_refused(description: str) -> None:
     with pytest.raises(ValueError, match="systemd"):
-        render_unit(ContainerUnit(name="vllm", description=description, image="i:1", arguments=["org/m"]))
+        render_unit(ContainerUnit(name="vllm", description=description, image="i:1", arguments=["org/m"],
+                                  **UNIT_SETTINGS))
 
 
 def test_a_unit_description_keeps_percent_as_data() -> None:
-    text = render_unit(ContainerUnit(name="vllm", description="serving 100%i (x)", image="i:1", arguments=["org/m"]))
+    text = render_unit(ContainerUnit(name="vllm", description="serving 100%i (x)", image="i:1", arguments=["org/m"],
+                                  **UNIT_SETTINGS))
     assert "Description=serving 100%%i (x)" in text.splitlines()
 
 
