@@ -172,11 +172,12 @@ def test_a_dropped_download_resumes_with_a_range_request(tmp_path: Path) -> None
         running.stop()
 
 
-def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path: Path) -> None:
+@pytest.mark.parametrize("connections", [1, 2])
+def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path: Path, connections: int) -> None:
     running = start_hub(tmp_path / "repo", shard_size=4 * MIB, shards=1,
-                        options=HubOptions(throttle_bytes_per_s=MIB))
+                        options=HubOptions(throttle_bytes_per_s=MIB // 2))
     try:
-        op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url)
+        op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url, connections=connections, chunk_mib=1)
         command = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args).commands[0]
         process = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
@@ -193,7 +194,8 @@ def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path
         part = next((tmp_path / "hub").rglob("*.part"))
         size = part.stat().st_size
         time.sleep(1.5)
-        assert part.stat().st_size == size < 4 * MIB, "curl went on downloading"
+        assert part.stat().st_size == size and part.stat().st_blocks * 512 < 4 * MIB, "curl went on downloading"
+        assert not subprocess.run(["pgrep", "-f", running.url], capture_output=True, check=False).stdout
     finally:
         running.stop()
 
