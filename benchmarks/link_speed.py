@@ -56,7 +56,8 @@ WEIGHTS_TASK = """- name: model weights downloaded and verified
     chunk_mib: "{{ hf_download_chunk_mib }}"
 """.replace("HF_HOME", HF_HOME)
 
-NGINX_CONF = """worker_processes 2;
+NGINX_CONF = """user root;
+worker_processes 2;
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log;
 events {{ worker_connections 1024; }}
