@@ -306,3 +306,13 @@ def test_download_settings_out_of_range_are_refused(key: str, value: int) -> Non
 
     with pytest.raises(ValidationError, match=key):
         make_args("hf_snapshot", **args(**{key: value}))
+
+
+def test_a_ranged_part_counts_the_bytes_it_holds_not_its_length() -> None:
+    """A chunk written at the end of an empty .part makes it long but sparse: find's %b says so."""
+    from provision.ops.hf_snapshot import parse_cache_state
+
+    state = parse_cache_state(f"complete=0\nblob={'d' * 64}.part\t{3 * MIB}\t2048\nblob={'e' * 64}.part\t{MIB}\n")
+    assert state.held(f"{'d' * 64}.part", 3 * MIB) == MIB          # 2048 blocks of 512 bytes
+    assert state.held(f"{'e' * 64}.part", 3 * MIB) == MIB          # an older probe's line: its length
+    assert state.held(f"{'f' * 64}.part", 3 * MIB) == 0
