@@ -94,7 +94,8 @@ def throttle_host(pid: int, mbit: int) -> None:
 
 
 def received(pid: int) -> int:
-    return int(nsenter(pid, "cat /sys/class/net/tap0/statistics/rx_bytes").strip())
+    """tap0's received bytes (/proc/net/dev is the reader's namespace's; /sys is the mount namespace's)."""
+    return int(nsenter(pid, "awk '$1 == \"tap0:\" { print $2 }' /proc/net/dev").strip())
 
 
 def download(work: Path, inventory: Path, pid: int, host_exec, settings: dict[str, int]) -> tuple[float, int]:
