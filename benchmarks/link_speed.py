@@ -56,6 +56,14 @@ WEIGHTS_TASK = """- name: model weights downloaded and verified
     chunk_mib: "{{ hf_download_chunk_mib }}"
 """.replace("HF_HOME", HF_HOME)
 
+WEIGHTS_SPECS = """options:
+  hf_model: {type: str, description: the repository}
+  hf_endpoint: {type: str, description: the hub behind the throttled link}
+  hf_download_connections: {type: int, description: ranged connections per file}
+  hf_download_files: {type: int, description: files at once}
+  hf_download_chunk_mib: {type: int, description: chunk size}
+"""
+
 NGINX_CONF = """user root;
 worker_processes 2;
 pid {prefix}/nginx.pid;
@@ -133,6 +141,8 @@ def main() -> None:
     (work / "playbooks").mkdir()
     (work / "roles/weights").mkdir(parents=True)
     (work / "roles/weights/tasks.yaml").write_text(WEIGHTS_TASK)
+    (work / "roles/weights/meta").mkdir()
+    (work / "roles/weights/meta/argument_specs.yaml").write_text(WEIGHTS_SPECS)
     (work / "playbooks/weights.yaml").write_text("- name: weights\n  hosts: all\n  roles: [weights]\n")
     lab = Lab(work / "lab", log=lambda _: None)
     hub = start_hub(work / "repo", shard_size=args.shard_mib * MIB, shards=args.shards)
