@@ -18,7 +18,7 @@ The limit is the bytes the host actually received on tap0 (its counter, headers 
 counts) over the per-host rate. Prints per round and the medians with ratios to the limit.
 Usage (root, the lab's packages installed; takes the lab lock for its run):
   CI=true flock -o /tmp/provision-lab.lock .venv/bin/python benchmarks/link_speed.py \
-      [--shard-mib 128] [--shards 3] [--per-connection-mbit 40] [--per-host-mbit 200] [--repeat 2]
+      [--shard-mib 128] [--shards 4] [--per-connection-mbit 40] [--per-host-mbit 200] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def download(work: Path, inventory: Path, pid: int, host_exec, settings: dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shard-mib", type=int, default=128)
-    parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--per-connection-mbit", type=int, default=40)
     parser.add_argument("--per-host-mbit", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=2)
