@@ -28,6 +28,7 @@ import posixpath
 import re
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 from urllib.parse import quote as url_quote
 
@@ -65,6 +66,11 @@ class HfSnapshotArgs(OpArgs):
     # the token over plain http too: the user marked this mirror trusted (provision/hub_token.py)
     token_over_http: bool = False
     attempts: int = Field(default=3, ge=1, le=20)
+    # ranged connections per file and files at once (docs/downloads.md): the hub's CDN limits each
+    # connection well below a fast link, which is why hf_transfer opens many per file
+    connections: int = Field(default=8, ge=1, le=64)
+    parallel_files: int = Field(default=4, ge=1, le=16)
+    chunk_mib: int = Field(default=64, ge=1, le=1024)
 
     @field_validator("repo")
     @classmethod
@@ -195,7 +201,7 @@ if [ "$complete" != 1 ] || [ {"1" if args.is_commit else "0"} != 1 ]; then
     echo "api_status=nocurl"
   fi
 fi
-[ -d {storage}/blobs ] && find {storage}/blobs -maxdepth 1 -type f -printf 'blob=%f\\t%s\\n'
+[ -d {storage}/blobs ] && find {storage}/blobs -maxdepth 1 -type f -printf 'blob=%f\\t%s\\t%b\\n'
 d={quote(args.cache_dir)}; while [ ! -d "$d" ]; do d=$(dirname -- "$d"); done
 echo "avail=$(df -PB1 -- "$d" | awk 'NR == 2 {{ print $4 }}')"
 """
@@ -214,6 +220,18 @@ class CacheState:
 
     fields: dict[str, str]
     blobs: dict[str, str]
+
+    def size(self, name: str) -> str:
+        """The file's size as listed ("" when absent)."""
+        return self.blobs.get(name, "").split("\t")[0]
+
+    def held(self, name: str, size: int) -> int:
+        """Bytes a `.part` holds, at most `size`: its allocated blocks (a ranged download writes at
+        offsets, so its length says nothing of the holes), else its length."""
+        listed = self.blobs.get(name, "").split("\t")
+        length = int(listed[0]) if listed[0].isdigit() else 0
+        blocks = int(listed[1]) * 512 if len(listed) > 1 and listed[1].isdigit() else length
+        return max(0, min(length, blocks, size))
 
 
 def parse_cache_state(output: str) -> CacheState:
@@ -321,9 +339,8 @@ class HfSnapshotOperation(Operation):
         result.update(commit=commit, snapshot=posixpath.join(args.storage, "snapshots", commit))
         if complete and local_commit == commit:
             return Plan.ok(f"{args.repo}@{commit[:12]} complete", **result)
-        blobs = state.blobs
-        missing = [f for f in files if blobs.get(f.etag) != str(f.size)]
-        resumable = sum(min(int(blobs.get(f"{f.etag}.part", "0") or 0), f.size) for f in missing)
+        missing = [f for f in files if state.size(f.etag) != str(f.size)]
+        resumable = sum(state.held(f"{f.etag}.part", f.size) for f in missing)
         needed = sum(f.size for f in missing) - resumable
         avail = fields.get("avail", "")
         if avail.isdigit() and needed > int(avail):
@@ -369,64 +386,25 @@ def manifest(files: list[RepoFile]) -> bytes:
     return "".join(f"{f.size}\t{f.path}\n" for f in files).encode()
 
 
-# The free space is checked again before each file (another process may have filled the disk since
-# the probe), and a write failure (curl exit 23) is reported as what it is: a full filesystem, named.
-FETCH_FUNCTION = r"""no_space() {  # path needed what
-  local fs free
-  fs=$(df -P -- "$1" | awk 'NR == 2 { print $1 " mounted on " $6 }')
-  free=$(df -PB1 -- "$1" | awk 'NR == 2 { print $4 }')
-  if [ "$free" -ge "$2" ]; then return 1; fi
-  echo "not enough disk space for $3 in $1 (filesystem $fs): $free bytes free, $2 bytes needed" >&2
-}
-fetch() {  # etag size kind url path
-  local blob="$storage/blobs/$1" part="$storage/blobs/$1.part" size=$2 attempt=0 have rc got sum
-  if [ -f "$blob" ] && [ "$(stat -c %s -- "$blob")" = "$size" ]; then return 0; fi
-  while :; do
-    attempt=$((attempt + 1))
-    have=$(stat -c %s -- "$part" 2>/dev/null || echo 0)
-    if [ "$have" -gt "$size" ]; then rm -f -- "$part"; have=0; fi
-    if [ "$have" -lt "$size" ] && no_space "$storage/blobs" $((size - have)) "$5"; then return 1; fi
-    if [ "$have" -lt "$size" ]; then
-      auth | curl -sS -f -L -K - -C - --connect-timeout 20 --speed-limit 1024 --speed-time 60 \
-        -o "$part" -- "$4" 2>"$errors" &
-      curl_pid=$!
-      while kill -0 "$curl_pid" 2>/dev/null; do
-        echo "progress=$((done_bytes + $(stat -c %s -- "$part" 2>/dev/null || echo 0)))"
-        for _ in 1 2 3 4 5; do sleep 0.2; kill -0 "$curl_pid" 2>/dev/null || break; done
-      done
-      rc=0; wait "$curl_pid" || rc=$?; curl_pid=''
-      if [ "$rc" -eq 23 ]; then
-        have=$(stat -c %s -- "$part" 2>/dev/null || echo 0)
-        no_space "$storage/blobs" $((size - have)) "$5" && return 1
-      fi
-      if [ "$rc" -ne 0 ]; then
-        if [ "$attempt" -lt "$attempts" ]; then echo "retry=$5"; sleep 2; continue; fi
-        echo "downloading $5 failed (curl exit $rc): $(head -c 500 "$errors")" >&2
-        return 1
-      fi
-    fi
-    got=$(stat -c %s -- "$part" 2>/dev/null || echo 0)
-    if [ "$got" != "$size" ]; then
-      rm -f -- "$part"
-      if [ "$attempt" -lt "$attempts" ]; then continue; fi
-      echo "downloading $5 failed: $got bytes, the hub lists $size" >&2
-      return 1
-    fi
-    if [ "$3" = sha256 ]; then
-      sum=$(sha256sum < "$part" | cut -d' ' -f1)
-    else
-      sum=$({ printf 'blob %s\0' "$size"; cat -- "$part"; } | sha1sum | cut -d' ' -f1)
-    fi
-    if [ "$sum" != "$1" ]; then
-      rm -f -- "$part"
-      if [ "$attempt" -lt "$attempts" ]; then continue; fi
-      echo "downloading $5 failed: its hash $sum is not the hub's $1" >&2
-      return 1
-    fi
-    mv -f -- "$part" "$blob"
-    return 0
-  done
-}"""
+def fetch_functions() -> str:
+    """hf_fetch.sh's text: the download functions (one connection or ranged, several files at once).
+    The free space is checked again before each file (another process may have filled the disk since
+    the probe), and a write failure (curl exit 23) is reported as what it is: a full filesystem, named."""
+    return resources.files("provision.ops").joinpath("hf_fetch.sh").read_text(encoding="utf-8")
+
+
+def split_ranges(size: int, chunk: int) -> list[str]:
+    """HTTP byte ranges (`start-end`, inclusive, RFC 9110 section 14.1.2) covering `size` bytes in
+    pieces of `chunk`; the last one holds the rest."""
+    if size <= 0 or chunk <= 0:
+        return []
+    return [f"{start}-{min(start + chunk, size) - 1}" for start in range(0, size, chunk)]
+
+
+def ranged(args: HfSnapshotArgs, size: int) -> bool:
+    """Whether a file comes by several ranged requests: over HTTP(S) (a bundle's file:// is a local
+    read), with more than one connection, and larger than one chunk."""
+    return args.connections > 1 and not args.endpoint.startswith("file://") and size > args.chunk_mib * MIB
 
 
 def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], missing: list[RepoFile]) -> str:
@@ -434,29 +412,32 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
     into the snapshot, writes the manifest (payload on fd 3) and, for a branch or tag, the ref."""
     missing_etags = {f.etag for f in missing}
     snapshot = f'"$storage/snapshots/"{quote(commit)}'
+    wanted = " ".join(quote(f"{f.etag}:{f.size}") for f in {f.etag: f for f in missing}.values())
     lines = [
         f"storage={quote(args.storage)}; manifests={quote(args.manifests)}; attempts={args.attempts}",
+        f"connections={args.connections}; parallel_files={args.parallel_files}; wanted=({wanted})",
         f"done_bytes={sum(f.size for f in files if f.etag not in missing_etags)}",
         f'mkdir -p -- "$storage/blobs" {snapshot} "$storage/refs" "$manifests"',
         'exec 9>"$manifests/lock"',
         'if ! flock -n 9; then echo "waiting for another download of this repository on the host" >&2; '
         'flock -w 3600 9; fi',
         auth_function(args.sent_token),
-        'errors=$(mktemp); curl_pid=""',
-        # a vanished tool (killed, connection lost) breaks stdout: stop curl and leave the .part
-        """trap 'if [ -n "$curl_pid" ]; then kill "$curl_pid" 2>/dev/null; fi; rm -f -- "$errors"' EXIT""",
+        fetch_functions(),
+        # a vanished tool (killed, connection lost) breaks stdout: stop the downloads, leave the .part
+        "trap stop_all EXIT",
         "trap 'exit 141' PIPE; trap 'exit 143' TERM HUP INT",
-        FETCH_FUNCTION,
     ]
     fetched: set[str] = set()
     for repo_file in files:
-        path = quote(repo_file.path)
         if repo_file.etag in missing_etags and repo_file.etag not in fetched:
             fetched.add(repo_file.etag)
-            lines.append(f"echo file={path}")
-            lines.append(f"fetch {quote(repo_file.etag)} {repo_file.size} {quote(repo_file.kind)} "
-                         f"{quote(file_url(args, commit, repo_file.path))} {path}")
-            lines.append(f'done_bytes=$((done_bytes + {repo_file.size})); echo "progress=$done_bytes"')
+            how = "fetch_ranged" if ranged(args, repo_file.size) else "fetch"
+            ranges = split_ranges(repo_file.size, args.chunk_mib * MIB) if how == "fetch_ranged" else []
+            lines.append(" ".join([f"start {how} {quote(repo_file.etag)} {repo_file.size} {quote(repo_file.kind)}",
+                                   quote(file_url(args, commit, repo_file.path)), quote(repo_file.path), *ranges]))
+    lines.append("wait_slots 1; report")
+    for repo_file in files:
+        path = quote(repo_file.path)
         folder = posixpath.dirname(repo_file.path)
         if folder:
             lines.append(f"mkdir -p -- {snapshot}/{quote(folder)}")

@@ -46,6 +46,7 @@ def test_first_run_converges_every_host(fleet):
         assert host.exec("systemctl is-enabled docker")[1].strip() == "enabled"
         rc, daemon_json = host.exec("cat /etc/docker/daemon.json")
         assert rc == 0 and '"log-driver": "json-file"' in daemon_json
+        assert '"max-concurrent-downloads": 6' in daemon_json
         assert fleet["registry"] in daemon_json
     assert "PLAY RECAP" in first.stdout
 

@@ -61,6 +61,13 @@ CASES = {
               ansible_host: 127.0.0.1
               ansible_port: twenty-two
         """, ":5", "ansible_port", None),
+    "download setting out of range": ("""
+        all:
+          hosts:
+            lab1: {ansible_host: 127.0.0.1, ansible_port: PORT}
+          vars:
+            hf_download_connections: 0
+        """, ":5", "hf_download_connections", "from 1 to 64; got 0"),
     "yaml syntax": ("""
         all:
           hosts:

@@ -172,11 +172,12 @@ def test_a_dropped_download_resumes_with_a_range_request(tmp_path: Path) -> None
         running.stop()
 
 
-def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path: Path) -> None:
+@pytest.mark.parametrize("connections", [1, 2])
+def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path: Path, connections: int) -> None:
     running = start_hub(tmp_path / "repo", shard_size=4 * MIB, shards=1,
-                        options=HubOptions(throttle_bytes_per_s=MIB))
+                        options=HubOptions(throttle_bytes_per_s=MIB // 2))
     try:
-        op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url)
+        op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url, connections=connections, chunk_mib=1)
         command = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args).commands[0]
         process = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
@@ -193,7 +194,8 @@ def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path
         part = next((tmp_path / "hub").rglob("*.part"))
         size = part.stat().st_size
         time.sleep(1.5)
-        assert part.stat().st_size == size < 4 * MIB, "curl went on downloading"
+        assert part.stat().st_size == size and part.stat().st_blocks * 512 < 4 * MIB, "curl went on downloading"
+        assert not subprocess.run(["pgrep", "-f", running.url], capture_output=True, check=False).stdout
     finally:
         running.stop()
 
@@ -236,3 +238,81 @@ def test_a_disk_filled_after_the_probe_is_reported_with_path_filesystem_free_and
     assert "not enough disk space for" in message and f"{small_disk}/hub/models--" in message
     assert f"(filesystem tmpfs mounted on {small_disk})" in message
     assert f"bytes free, {MIB} bytes needed" in message and "(23)" not in message
+
+
+def test_ranges_cover_the_file_once_in_chunks() -> None:
+    from provision.ops.hf_snapshot import split_ranges
+
+    assert split_ranges(10, 4) == ["0-3", "4-7", "8-9"]
+    assert split_ranges(8, 4) == ["0-3", "4-7"]
+    assert split_ranges(3, 4) == ["0-2"]
+    assert split_ranges(0, 4) == []
+
+
+def test_a_large_file_comes_by_ranged_connections_at_once(tmp_path: Path) -> None:
+    running = start_hub(tmp_path / "repo", shard_size=3 * MIB, shards=2)
+    try:
+        converge(running, tmp_path / "hub", connections=3, chunk_mib=1, parallel_files=2)
+        shards = sorted((r["path"].rsplit("/", 1)[-1], r["range"], r["status"]) for r in running.state.requests
+                        if r["path"].endswith(".safetensors"))
+        names = sorted({name for name, _, _ in shards})
+        assert shards == [(name, f"bytes={start}-{start + MIB - 1}", 206) for name in names
+                          for start in (0, MIB, 2 * MIB)]
+        storage = tmp_path / "hub" / f"models--{REPO.replace('/', '--')}"
+        for repo_file in running.repository.files:
+            snapshot = storage / "snapshots" / running.repository.commit / repo_file.path
+            assert snapshot.read_bytes() == (running.repository.folder / repo_file.path).read_bytes()
+        assert not list(storage.rglob("*.part")) and not list((tmp_path / ".provision").rglob(".chunks/*"))
+    finally:
+        running.stop()
+
+
+def test_a_dropped_range_is_fetched_again_alone(tmp_path: Path) -> None:
+    running = start_hub(tmp_path / "repo", shard_size=3 * MIB, shards=1, options=HubOptions(drop_after_bytes=12345))
+    try:
+        converge(running, tmp_path / "hub", connections=3, chunk_mib=1, attempts=1)
+        shard = [(r["range"], r["status"]) for r in running.state.requests if r["path"].endswith(".safetensors")]
+        assert sorted(shard[:3]) == [(f"bytes={s}-{s + MIB - 1}", 206) for s in (0, MIB, 2 * MIB)]
+        assert shard[3:] == [(f"bytes=0-{MIB - 1}", 206)], "the next run asks only for the chunk it lacks"
+    finally:
+        running.stop()
+
+
+def test_ranged_chunks_that_do_not_hash_to_the_listed_sha256_are_never_renamed_into_place(tmp_path: Path) -> None:
+    running = start_hub(tmp_path / "repo", shard_size=2 * MIB, shards=1)
+    try:
+        op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url, connections=2, chunk_mib=1, attempts=1)
+        shard = next(f for f in running.repository.files if f.lfs_sha256)
+        storage = tmp_path / "hub" / f"models--{REPO.replace('/', '--')}"
+        (storage / "blobs").mkdir(parents=True)
+        (storage / "blobs" / f"{shard.etag}.part").write_bytes(b"\1" * shard.size)  # every chunk "done", wrong
+        marks = tmp_path / ".provision" / storage.name / ".chunks" / shard.etag
+        marks.mkdir(parents=True)
+        for name in ("0-1048575", "1048576-2097151"):
+            (marks / name).touch()
+        result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
+        assert "resuming after 2.0 MiB" in result.summary
+        with pytest.raises(CommandFailed, match=f"its hash [0-9a-f]{{64}} is not the hub's {shard.etag}"):
+            REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), result)
+        assert not (storage / "blobs" / shard.etag).exists() and not marks.exists()
+        assert not (storage / "blobs" / f"{shard.etag}.part").exists()
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize(("key", "value"), [("connections", 0), ("parallel_files", 17), ("chunk_mib", 0)])
+def test_download_settings_out_of_range_are_refused(key: str, value: int) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=key):
+        make_args("hf_snapshot", **args(**{key: value}))
+
+
+def test_a_ranged_part_counts_the_bytes_it_holds_not_its_length() -> None:
+    """A chunk written at the end of an empty .part makes it long but sparse: find's %b says so."""
+    from provision.ops.hf_snapshot import parse_cache_state
+
+    state = parse_cache_state(f"complete=0\nblob={'d' * 64}.part\t{3 * MIB}\t2048\nblob={'e' * 64}.part\t{MIB}\n")
+    assert state.held(f"{'d' * 64}.part", 3 * MIB) == MIB          # 2048 blocks of 512 bytes
+    assert state.held(f"{'e' * 64}.part", 3 * MIB) == MIB          # an older probe's line: its length
+    assert state.held(f"{'f' * 64}.part", 3 * MIB) == 0

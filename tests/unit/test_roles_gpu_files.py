@@ -186,3 +186,14 @@ def test_persistence_mode_is_really_on_and_checked_with_nvidia_smi() -> None:
     assert (restart.state, restart.daemon_reload) == ("restarted", True)
     check = rendered["persistence mode is on"].args.cmd
     assert "--query-gpu=index,persistence_mode" in check and "Enabled$" in check
+
+
+def test_dockerd_downloads_the_inventorys_number_of_layers_at_once() -> None:
+    """dockerd's default is 3 (docs.docker.com/reference/cli/dockerd); the user's own daemon config wins."""
+    merged = render_tasks(facts(FRESH_DEBIAN))["daemon.json settings merged"].args.data
+    assert merged["max-concurrent-downloads"] == 6 and merged["log-driver"] == "json-file"
+    mine = render_tasks(facts(FRESH_DEBIAN), docker_max_concurrent_downloads=12,
+                        docker_insecure_registries=["10.0.2.2:5000"])["daemon.json settings merged"].args.data
+    assert mine["max-concurrent-downloads"] == 12 and mine["insecure-registries"] == ["10.0.2.2:5000"]
+    theirs = render_tasks(facts(FRESH_DEBIAN), docker_daemon_config={"max-concurrent-downloads": 2})
+    assert theirs["daemon.json settings merged"].args.data == {"max-concurrent-downloads": 2}
