@@ -81,6 +81,8 @@ class RunResult:
         return self.aborted is None and not any(h.failed for h in self.hosts.values())
 
     def document(self) -> dict[str, Any]:
+        from provision.runner.timeline import document as timeline  # it reads these results
+
         return {
             "check": self.check,
             "ok": self.ok,
@@ -103,6 +105,7 @@ class RunResult:
                         }
                         for t in host.tasks
                     ],
+                    **({"timeline": timeline(host)} if not self.check else {}),
                 }
                 for name, host in self.hosts.items()
             },

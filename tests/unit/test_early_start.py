@@ -212,3 +212,26 @@ def test_the_unit_script_removes_the_token_file_only_after_success():
     unit = early.unit_file("provision-early-x", "weights 100% \\ done")
     assert "Restart=on-failure" in unit and "WantedBy=multi-user.target" in unit
     assert "Description=provision (started early): weights 100%% / done" in unit
+
+
+def test_the_timeline_shows_the_background_phase_and_what_waited_for_it(project: Path, log: list[str]):
+    from provision.runner.results import HostResult, RunResult, Status, TaskResult
+    from provision.runner.timeline import lines, phases
+
+    host = HostResult("here", tasks=[
+        TaskResult("apt", "driver", Status.CHANGED, elapsed=50.0, started=1000.0),
+        TaskResult("curl", "model", Status.OK, elapsed=1.0, started=999.0),  # ran early, before the driver
+        TaskResult("weights", "model", Status.CHANGED, elapsed=5.0, started=1060.0,
+                   early={"unit": "provision-early-x", "after": "prep", "started": 1000.5, "ended": 1064.5,
+                          "waited": 5.0, "bytes": 64 * 1024 * 1024}),
+    ])
+    found = phases(host)
+    assert [(p.name, p.background) for p in found] == [
+        ("model", False), ("driver", False), ("weights (host unit provision-early-x, after role prep)", True),
+        ("model", False)]
+    assert found[2].rate == 1024 * 1024 and found[3].waited == [("weights", 5.0)]
+    text = lines(RunResult({"here": host}))
+    assert text[0].startswith("timeline of here")
+    assert text[3] == ("       1.5     65.5     64.0 s  background: weights (host unit provision-early-x, after role "
+                       "prep) (64.0 MiB; 1.0 MiB/s)")
+    assert text[4].endswith("(1 of 1 changed; waited 5.0 s for 'weights')")
