@@ -28,6 +28,7 @@ from provision.runner.probe_memory import ProbeMemory, secret_values, task_key
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
+from provision.shell import Command
 
 if TYPE_CHECKING:
     from provision.ops.base import ApplyResult, Plan
@@ -242,9 +243,10 @@ class PlayOnHost:
         work.used.extend(self.used)
 
     def start_in_unit(self, task: Task, anchor: str) -> None:
-        """Plan the task now; when its plan is one command that changes the host, start that command in
-        a unit on the host. Anything else (converged, a plan that fails, several steps) is left to its
-        turn, which then runs as it always did and says what went wrong."""
+        """Plan the task now; when its plan changes the host and begins with a command, start that
+        command in a unit on the host (the plan's later steps run at its turn, after it). Anything else
+        (converged, a plan that fails, one that begins with an Action) is left to its turn, which then
+        runs as it always did and says what went wrong."""
         work = self.state.early
         assert work is not None
         op = REGISTRY[task.op]
@@ -261,19 +263,19 @@ class PlayOnHost:
             return
         if probe is not None:
             self.used.append((task_key(task), probe.snippet))
-        commands = plan.commands
-        if not plan.changed or len(plan.steps) != 1 or len(commands) != 1 or not commands[0].sudo:
+        first = plan.steps[0] if plan.steps else None
+        if not plan.changed or not isinstance(first, Command) or not first.sudo:
             return
         unit = early.unit_name(task_key(task))
         begun = time.time()
         result = self.state.connection().run(early.start_script(unit, task.name), sudo=True,
-                                             data=early.unit_script(unit, commands[0]).encode())
+                                             data=early.unit_script(unit, first).encode())
         self.cache.invalidate()  # the unit is changing what the probes read
         if result.rc != 0:
             self.reporter.progress(self.state.name, f"{task.name}: not started early (it runs at its turn): "
                                    f"{REDACTOR(result.stderr.strip()[-300:])}", None, None)
             return
-        work.units[task_key(task)] = early.Started(unit, anchor, args, plan, commands[0], begun)
+        work.units[task_key(task)] = early.Started(unit, anchor, args, plan, first, begun)
         self.reporter.progress(self.state.name, f"started early: {task.name} (host unit {unit})", None, None)
 
     def await_early(self, task: Task, started: early.Started, renderer: Renderer) -> TaskResult | None:
