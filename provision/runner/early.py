@@ -119,6 +119,7 @@ StartLimitBurst=5
 
 [Service]
 Type=exec
+Environment=HOME=/root
 ExecStart=/bin/bash {folder}/run.sh
 StandardOutput=append:{folder}/out.log
 StandardError=append:{folder}/err.log
