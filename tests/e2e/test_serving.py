@@ -170,9 +170,14 @@ def test_the_weights_download_starts_in_a_host_unit_beside_the_drivers_apt_work(
     # the recap's timeline says where the time went, in plain lines (this run has no terminal)
     assert f"timeline of {host.name}" in first.output
     assert "background: model weights downloaded and verified (host unit provision-early-" in first.output
+    print("\n".join(line for line in first.output.splitlines() if line.startswith(("timeline of", "   "))))
     timeline = first.host(host.name)["timeline"]
     background = [phase for phase in timeline if phase["background"]]
-    assert [phase["phase"].split(" (")[0] for phase in background] == ["model weights downloaded and verified"]
+    assert [phase["phase"].split(" (")[0] for phase in background] == ["model weights downloaded and verified",
+                                                                       "vLLM image pulled"]
+    # the image pull starts once dockerd runs, beside the container toolkit's work
+    pull, toolkit = tasks["vLLM image pulled"], tasks["NVIDIA Container Toolkit installed"]
+    assert pull["early"]["after"] == "docker" and pull["early"]["started"] < toolkit["started"] + toolkit["elapsed"]
     assert any(wait["for"] == "model weights downloaded and verified" for phase in timeline
                for wait in phase["waited"])
     # the unit, its file and its script (which held the token) are gone
