@@ -137,6 +137,7 @@ def unit_script(unit: str, command: Command) -> str:
     (a token it holds is on disk only while the work is unfinished)."""
     folder = quote(f"{STATE_DIR}/{unit}")
     return wrap_script(command.script, command.data, command.env) + f"""
+date +%s.%N > {folder}/ended
 echo 0 > {folder}/status
 systemctl disable --quiet -- {quote(unit + '.service')} 2>/dev/null || true
 rm -f -- {quote(f'{UNIT_DIR}/{unit}.service')} {folder}/run.sh
@@ -154,7 +155,7 @@ systemctl reset-failed -- {service} 2>/dev/null || true
 umask 077
 mkdir -p -- {folder}
 chmod 700 -- {folder}
-rm -f -- {folder}/status
+rm -f -- {folder}/status {folder}/ended
 cat <&3 > {folder}/.run.sh.tmp
 mv -f -- {folder}/.run.sh.tmp {folder}/run.sh
 : > {folder}/out.log
@@ -168,24 +169,25 @@ systemctl enable --now --quiet -- {service}
 
 
 def follow_script(unit: str) -> str:
-    """Print the unit's output from its start until it is no longer active (restarts included), then
-    exit 0 when its command finished (`status` 0), else with its exit status and its stderr's end;
-    what it left on the host is removed either way (a rerun starts afresh)."""
+    """Print the unit's output from its start until it is no longer active (restarts included), and
+    when its command ended; then exit 0 when it finished (`status` 0), else with its exit status and
+    its stderr's end. What it left on the host is removed either way (a rerun starts afresh)."""
     folder = quote(f"{STATE_DIR}/{unit}")
     service = quote(unit + ".service")
-    return f"""tail -n +1 -F -- {folder}/out.log 2>/dev/null &
-tail_pid=$!
-trap 'kill "$tail_pid" 2>/dev/null || true' EXIT
-while :; do
-  case "$(systemctl show -p ActiveState --value -- {service})" in
-    active|activating|deactivating|reloading) sleep 1 ;;
-    *) break ;;
-  esac
-done
-sleep 1.5  # tail -F reads what the unit wrote last (it polls each second without inotify)
-kill "$tail_pid" 2>/dev/null || true
-wait "$tail_pid" 2>/dev/null || true
-echo "{ENDED}$(date +%s.%N)"
+    return f"""(
+  while :; do
+    case "$(systemctl show -p ActiveState --value -- {service})" in
+      active|activating|deactivating|reloading) sleep 0.5 ;;
+      *) break ;;
+    esac
+  done
+) &
+waiter=$!
+# tail ends once the waiter has, after reading the file a last time (GNU tail --pid)
+tail -n +1 -F -s 0.2 --pid="$waiter" -- {folder}/out.log 2>/dev/null || true
+wait "$waiter" || true
+ended=$(cat -- {folder}/ended 2>/dev/null || date +%s.%N)
+echo "{ENDED}$ended"
 rc=1
 if [ "$(cat -- {folder}/status 2>/dev/null)" = 0 ]; then
   rc=0
