@@ -98,7 +98,7 @@ class UnitStandIn:
     def run(self, script: str, **kwargs: Any) -> RunResult:
         if "systemctl enable --now" in script:
             unit = UNIT.search(script).group(0)  # type: ignore[union-attr]
-            command = kwargs["data"].decode().split(f"\necho 0 > '{early.STATE_DIR}", 1)[0]
+            command = kwargs["data"].decode().split(f"\ndate +%s.%N > '{early.STATE_DIR}", 1)[0]
             done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
             self.units[unit] = (done.stdout, done.returncode)
             self.log.append(f"start {unit}")
@@ -206,9 +206,9 @@ def test_the_unit_script_removes_the_token_file_only_after_success():
     from provision.shell import Command
 
     script = early.unit_script("provision-early-x", Command(script="download", data=b"m"))
-    body, tail = script.split(f"\necho 0 > '{early.STATE_DIR}/provision-early-x'/status", 1)
+    body, tail = script.split(f"\ndate +%s.%N > '{early.STATE_DIR}/provision-early-x'/ended", 1)
     assert body.rstrip().endswith("} </dev/null") and "set -euo pipefail" in body  # a failure exits first
-    assert "run.sh" in tail and "systemctl disable" in tail
+    assert "run.sh" in tail and "systemctl disable" in tail and "/status" in tail
     unit = early.unit_file("provision-early-x", "weights 100% \\ done")
     assert "Restart=on-failure" in unit and "WantedBy=multi-user.target" in unit
     assert "Description=provision (started early): weights 100%% / done" in unit
