@@ -412,12 +412,13 @@ def killed_download(rolled_back, laptop: Laptop, tmp_path_factory) -> Iterator[d
         assert process.poll() is None, "the run ended before the download was under way"
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
-        time.sleep(3)
-        left = int(laptop.host.exec(f"stat -c %s {part}")[1].split()[0])
+        # the shard's bytes on the host, in its .part or, once complete, its blob
+        largest = f"find {part.rsplit('/', 1)[0]} -type f -printf '%s\\n' | sort -n | tail -1"
+        left = int(laptop.host.exec(largest)[1].split()[0])
         time.sleep(2)
-        still = int(laptop.host.exec(f"stat -c %s {part}")[1].split()[0])
+        still = int(laptop.host.exec(largest)[1].split()[0])
         rerun = laptop.up("resume", "--tags", "model")
-        yield {"rerun": rerun, "left": left, "still": still, "size": size, "ps": ps_during,
+        yield {"host": laptop.host.name, "rerun": rerun, "left": left, "still": still, "size": size, "ps": ps_during,
                "requests": [r for r in read_request_log(tmp / "log.jsonl") if "/resolve/" in r["path"]
                             and r["path"].endswith(".safetensors")]}
     finally:
@@ -436,6 +437,9 @@ def test_a_killed_download_goes_on_in_its_host_unit_and_the_rerun_completes(kill
     assert first["range"] is None
     # a rerun that found it still running stopped it and resumed from the .part, never from zero
     assert all(r["range"] and int(r["range"][6:-1]) >= left and r["status"] == 206 for r in resumed)
+    weights = next(t for t in rerun.host(killed_download["host"])["tasks"]
+                   if t["name"] == "model weights downloaded and verified")
+    assert weights["status"] in ("ok", "changed") and "provision-test/slow-model" in weights["summary"]
     assert HF_TOKEN not in killed_download["ps"]
 
 
