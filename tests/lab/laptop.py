@@ -201,3 +201,47 @@ def ubuntu_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int
     if rc != 0:
         raise RuntimeError(f"making {host.name} Ubuntu-shaped: {out[-3000:]}")
     return host
+
+
+# Debian 12's security suite as the stand-in archive serves it (tests/standins/debian); the lab's own
+# Debian mirror stays in debian.sources under its own name for everything else
+DEBIAN_SECURITY_SOURCES = """Types: deb
+URIs: http://security.debian.org:{port}/debian-security/
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/standin-debian-security.gpg
+"""
+
+
+def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int, keyring: bytes,
+                  prefix: str = "deb12") -> LabHost:
+    """A Debian 12 lab laptop whose kernels come from the stand-in security archive
+    (tests/standins/debian, served on `archive_port` of this machine and signed by `keyring`): the amd64
+    kernel of its current month installed and booted by the stand-in boot loader (the same as
+    ubuntu_laptop's, recording in /run/kernel-standin, where the DKMS stand-in's loader looks), and
+    unattended-upgrades with Debian's stock origins (its 50unattended-upgrades takes
+    origin=Debian,codename=bookworm-security,label=Debian-Security)."""
+    host = gpu_laptop(lab, workdir, traits, prefix)
+    boot = STANDIN_BOOT.replace("/run/ubuntu-standin", "/run/kernel-standin")
+    unit = STANDIN_BOOT_UNIT.replace("/usr/lib/ubuntu-standin/boot", "/usr/lib/kernel-standin/boot")
+    files = {
+        "/etc/apt/sources.list.d/standin-debian-security.sources":
+            DEBIAN_SECURITY_SOURCES.format(port=archive_port),
+        "/usr/lib/kernel-standin/boot": boot,
+        "/etc/systemd/system/kernel-standin-boot.service": unit,
+    }
+    key = base64.b64encode(keyring).decode()
+    script = [f"printf '%s\\n' '{MACHINE_FROM_HOSTS} security.debian.org' >> /etc/hosts",
+              f"echo {key} | base64 -d > /usr/share/keyrings/standin-debian-security.gpg"]
+    for path, text in files.items():
+        data = base64.b64encode(text.encode()).decode()
+        script.append(f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}")
+    script += ["chmod 755 /usr/lib/kernel-standin/boot",
+               "systemctl daemon-reload && systemctl enable -q --now kernel-standin-boot.service",
+               "apt-get update -qq",
+               "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kmod unattended-upgrades linux-image-amd64",
+               "systemctl restart kernel-standin-boot.service"]  # the laptop has booted its kernel
+    rc, out = host.exec(" && ".join(script))
+    if rc != 0:
+        raise RuntimeError(f"making {host.name} a Debian laptop with stand-in kernels: {out[-3000:]}")
+    return host
