@@ -113,6 +113,7 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
         archive.publish("three")
         seen["upgrade_three"] = host.exec(UNATTENDED_UPGRADES + " 2>&1")
         seen["packages_three"] = sh(host, PACKAGES)
+        seen["dpkg_log_three"] = host.exec("cat /var/log/unattended-upgrades/unattended-upgrades-dpkg.log")[1]
         seen["boot_id_three"] = sh(host, BOOT_ID)
         seen["month_three"] = up("month-three")
         seen["boot_id_after_three"] = sh(host, BOOT_ID)
@@ -157,6 +158,7 @@ def test_a_kernel_the_dkms_build_fails_on_stops_the_run_before_a_reboot(months):
     rc, log = months["upgrade_three"]
     assert rc == 0, log
     assert f"linux-image-{three.release} {three.version}" in months["packages_three"]
+    assert f"Bad return status for module build on kernel: {three.release}" in months["dpkg_log_three"]
     run = months["month_three"]
     assert run.returncode != 0
     assert f"DKMS could not build the NVIDIA module for kernel {three.release}" in run.output

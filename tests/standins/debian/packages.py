@@ -39,7 +39,7 @@ exit 0
 """
 # the interface the stand-in NVIDIA module's build looks for (tests/standins/nvidia/payload/dkms-build.sh)
 MM_H = b"/* stand-in of include/linux/mm.h */\nint follow_pfn(void *vma, unsigned long address, unsigned long *pfn);\n"
-MM_H_WITHOUT = b"/* stand-in of include/linux/mm.h: follow_pfn is gone in this kernel */\n"
+MM_H_WITHOUT = b"/* stand-in of include/linux/mm.h, of a kernel that removed an interface the module used */\n"
 
 
 def kernel_packages(kernel: Kernel) -> list[DebSpec]:

@@ -11,7 +11,7 @@ set -eu
 version=$1 kernel=$2 headers=$3
 echo "make[1]: Entering directory '$headers'"
 echo "  CC [M]  nvidia/nv.o"
-if ! grep -q 'follow_pfn' "$headers/include/linux/mm.h" 2>/dev/null; then
+if ! grep -q 'int follow_pfn(' "$headers/include/linux/mm.h" 2>/dev/null; then
     echo "nvidia/os-mlock.c: In function 'nv_follow_pfn':" >&2
     echo "nvidia/os-mlock.c:35:12: error: implicit declaration of function 'follow_pfn' [-Werror=implicit-function-declaration]" >&2
     echo "make[1]: *** [$headers/Makefile:1234: nvidia/os-mlock.o] Error 1" >&2
