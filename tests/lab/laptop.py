@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.lab import mirror
 from tests.lab.host import Bind, LabHost
 from tests.lab.lab import Lab
 from tests.lab.net import MACHINE_FROM_HOSTS, free_port
@@ -212,6 +213,13 @@ Components: main
 Signed-By: /usr/share/keyrings/standin-debian-security.gpg
 """
 
+# In this lab Debian's kernels are the stand-in's: the real mirror's (live, newer) kernel packages would
+# win by version and pull real headers of tens of MB; they are kept out here, not by the tool
+DEBIAN_KERNELS_FROM_STANDIN = """Package: linux-image-* linux-headers-* linux-kbuild-* linux-compiler-*
+Pin: origin {host}
+Pin-Priority: -1
+"""
+
 
 def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int, keyring: bytes,
                   prefix: str = "deb12") -> LabHost:
@@ -227,6 +235,8 @@ def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int
     files = {
         "/etc/apt/sources.list.d/standin-debian-security.sources":
             DEBIAN_SECURITY_SOURCES.format(port=archive_port),
+        "/etc/apt/preferences.d/lab-kernels-from-standin.pref": "\n".join(
+            DEBIAN_KERNELS_FROM_STANDIN.format(host=host) for host in mirror.archive_hosts(mirror.machine_sources())),
         "/usr/lib/kernel-standin/boot": boot,
         "/etc/systemd/system/kernel-standin-boot.service": unit,
     }
