@@ -103,7 +103,6 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
         seen["before_reboot"] = sh(host, PACKAGES)
         seen["dkms_two"] = sh(host, "dkms status")
         mark("unattended-upgrades")
-        print(host.exec("grep -h '^20' /var/log/unattended-upgrades/unattended-upgrades.log | tail -n 25")[1])
         reboot(host)
         mark("reboot")
         seen["booted"] = sh(host, BOOTED)

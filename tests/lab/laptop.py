@@ -220,6 +220,14 @@ Pin: origin {host}
 Pin-Priority: -1
 """
 
+# The lab's Debian mirror is the live one: its updates since the lab image was built (apt, libpam, ...
+# took 60 s of unattended-upgrades in a month walk) are not the month's subject. Only the kernels are
+# unattended-upgrades' to take here; its origins stay Debian's stock ones.
+DEBIAN_UNATTENDED_LAB = """Unattended-Upgrade::Package-Whitelist {
+        "linux-";
+};
+"""
+
 
 def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int, keyring: bytes,
                   prefix: str = "deb12") -> LabHost:
@@ -237,6 +245,7 @@ def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int
             DEBIAN_SECURITY_SOURCES.format(port=archive_port),
         "/etc/apt/preferences.d/lab-kernels-from-standin.pref": "\n".join(
             DEBIAN_KERNELS_FROM_STANDIN.format(host=host) for host in mirror.archive_hosts(mirror.machine_sources())),
+        "/etc/apt/apt.conf.d/52lab-unattended-kernels-only": DEBIAN_UNATTENDED_LAB,
         "/usr/lib/kernel-standin/boot": boot,
         "/etc/systemd/system/kernel-standin-boot.service": unit,
     }
