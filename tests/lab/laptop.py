@@ -236,7 +236,7 @@ def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int
     kernel of its current month installed and booted by the stand-in boot loader (the same as
     ubuntu_laptop's, recording in /run/kernel-standin, where the DKMS stand-in's loader looks), and
     unattended-upgrades with Debian's stock origins (its 50unattended-upgrades takes
-    origin=Debian,codename=bookworm-security,label=Debian-Security)."""
+    origin=Debian,codename=bookworm-security,label=Debian-Security), kernels only (DEBIAN_UNATTENDED_LAB)."""
     host = gpu_laptop(lab, workdir, traits, prefix)
     boot = STANDIN_BOOT.replace("/run/ubuntu-standin", "/run/kernel-standin")
     unit = STANDIN_BOOT_UNIT.replace("/usr/lib/ubuntu-standin/boot", "/usr/lib/kernel-standin/boot")
