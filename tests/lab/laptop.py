@@ -220,9 +220,9 @@ Pin: origin {host}
 Pin-Priority: -1
 """
 
-# The lab's Debian mirror is the live one: its updates since the lab image was built (apt, libpam, ...
-# took 60 s of unattended-upgrades in a month walk) are not the month's subject. Only the kernels are
-# unattended-upgrades' to take here; its origins stay Debian's stock ones.
+# The lab's Debian mirror is the live one: its updates since the lab image was built (apt, libpam,
+# ca-certificates, ... in one walk) are not the month's subject and would make the walk depend on the
+# day it runs. Only the kernels are unattended-upgrades' to take here; its origins stay Debian's stock ones.
 DEBIAN_UNATTENDED_LAB = """Unattended-Upgrade::Package-Whitelist {
         "linux-";
 };
