@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.lab import mirror
 from tests.lab.host import Bind, LabHost
 from tests.lab.lab import Lab
 from tests.lab.net import MACHINE_FROM_HOSTS, free_port
@@ -200,4 +201,66 @@ def ubuntu_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int
     rc, out = host.exec(" && ".join(script))
     if rc != 0:
         raise RuntimeError(f"making {host.name} Ubuntu-shaped: {out[-3000:]}")
+    return host
+
+
+# Debian 12's security suite as the stand-in archive serves it (tests/standins/debian); the lab's own
+# Debian mirror stays in debian.sources under its own name for everything else
+DEBIAN_SECURITY_SOURCES = """Types: deb
+URIs: http://security.debian.org:{port}/debian-security/
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/standin-debian-security.gpg
+"""
+
+# In this lab Debian's kernels are the stand-in's: the real mirror's (live, newer) kernel packages would
+# win by version and pull real headers of tens of MB; they are kept out here, not by the tool
+DEBIAN_KERNELS_FROM_STANDIN = """Package: linux-image-* linux-headers-* linux-kbuild-* linux-compiler-*
+Pin: origin {host}
+Pin-Priority: -1
+"""
+
+# The lab's Debian mirror is the live one: its updates since the lab image was built (apt, libpam,
+# ca-certificates, ... in one walk) are not the month's subject and would make the walk depend on the
+# day it runs. Only the kernels are unattended-upgrades' to take here; its origins stay Debian's stock ones.
+DEBIAN_UNATTENDED_LAB = """Unattended-Upgrade::Package-Whitelist {
+        "linux-";
+};
+"""
+
+
+def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int, keyring: bytes,
+                  prefix: str = "deb12") -> LabHost:
+    """A Debian 12 lab laptop whose kernels come from the stand-in security archive
+    (tests/standins/debian, served on `archive_port` of this machine and signed by `keyring`): the amd64
+    kernel of its current month installed and booted by the stand-in boot loader (the same as
+    ubuntu_laptop's, recording in /run/kernel-standin, where the DKMS stand-in's loader looks), and
+    unattended-upgrades with Debian's stock origins (its 50unattended-upgrades takes
+    origin=Debian,codename=bookworm-security,label=Debian-Security), kernels only (DEBIAN_UNATTENDED_LAB)."""
+    host = gpu_laptop(lab, workdir, traits, prefix)
+    boot = STANDIN_BOOT.replace("/run/ubuntu-standin", "/run/kernel-standin")
+    unit = STANDIN_BOOT_UNIT.replace("/usr/lib/ubuntu-standin/boot", "/usr/lib/kernel-standin/boot")
+    files = {
+        "/etc/apt/sources.list.d/standin-debian-security.sources":
+            DEBIAN_SECURITY_SOURCES.format(port=archive_port),
+        "/etc/apt/preferences.d/lab-kernels-from-standin.pref": "\n".join(
+            DEBIAN_KERNELS_FROM_STANDIN.format(host=host) for host in mirror.archive_hosts(mirror.machine_sources())),
+        "/etc/apt/apt.conf.d/52lab-unattended-kernels-only": DEBIAN_UNATTENDED_LAB,
+        "/usr/lib/kernel-standin/boot": boot,
+        "/etc/systemd/system/kernel-standin-boot.service": unit,
+    }
+    key = base64.b64encode(keyring).decode()
+    script = [f"printf '%s\\n' '{MACHINE_FROM_HOSTS} security.debian.org' >> /etc/hosts",
+              f"echo {key} | base64 -d > /usr/share/keyrings/standin-debian-security.gpg"]
+    for path, text in files.items():
+        data = base64.b64encode(text.encode()).decode()
+        script.append(f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}")
+    script += ["chmod 755 /usr/lib/kernel-standin/boot",
+               "systemctl daemon-reload && systemctl enable -q --now kernel-standin-boot.service",
+               "apt-get update -qq",
+               "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kmod unattended-upgrades linux-image-amd64",
+               "systemctl restart kernel-standin-boot.service"]  # the laptop has booted its kernel
+    rc, out = host.exec(" && ".join(script))
+    if rc != 0:
+        raise RuntimeError(f"making {host.name} a Debian laptop with stand-in kernels: {out[-3000:]}")
     return host

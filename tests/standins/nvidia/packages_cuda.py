@@ -9,6 +9,9 @@ Per driver version: `nvidia-open` (meta), `nvidia-driver-cuda` (compute-only use
 Dependencies are exact-version (`= V`) between the driver packages as in NVIDIA's repo, so holding
 the top-level packages holds the set. The module packages depend on `kmod` only: the real ones need
 dkms and the headers of the running kernel, which the lab (sharing this machine's kernel) lacks.
+With `dkms=True` (build_repo(..., dkms=True)) nvidia-kernel-open-dkms is a real DKMS source package
+instead: the real dkms builds it for each kernel with headers (the stand-in kernels of
+tests/standins/debian) and the loader loads the booted kernel's build (DKMS_BOOTED).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from .payload import query_gpu_fields, render
 
 STANDIN_NOTE = "\n Stand-in of the provision test lab: scripts that simulate the real package."
 NVML_DIR = "/usr/lib/x86_64-linux-gnu/nvidia-standin"
+# written at boot by the lab's stand-in boot loader (tests/lab/laptop.py: debian_laptop)
+DKMS_BOOTED = "/run/kernel-standin/booted-kernel"
 
 
-def driver_packages(driver_version: str) -> list[DebSpec]:
+def driver_packages(driver_version: str, dkms: bool = False) -> list[DebSpec]:
     """The driver packages of one driver release."""
     version = catalogue.driver_package_version(driver_version)
     cuda_version = catalogue.cuda_version_of(driver_version)
@@ -47,7 +52,7 @@ def driver_packages(driver_version: str) -> list[DebSpec]:
         DebSpec("nvidia-driver-cuda", version, "NVIDIA driver CUDA integration components" + STANDIN_NOTE,
                 depends=(f"nvidia-smi {exactly}", f"libnvidia-ml1 {exactly}", f"nvidia-persistenced {exactly}",
                          f"nvidia-kernel-dkms {exactly} | nvidia-kernel-open-dkms {exactly}")),
-        kernel_module_package(driver_version, flavour="open"),
+        dkms_module_package(driver_version) if dkms else kernel_module_package(driver_version, flavour="open"),
         kernel_module_package(driver_version, flavour="proprietary"),
         DebSpec("nvidia-open", version, "NVIDIA driver metapackage (open kernel modules)" + STANDIN_NOTE,
                 depends=(f"nvidia-kernel-open-dkms {exactly}", f"nvidia-driver-cuda {exactly}")),
@@ -85,6 +90,49 @@ def kernel_module_package(driver_version: str, flavour: str) -> DebSpec:
         ),
         links=(PackageLink(f"/lib/systemd/system/sysinit.target.wants/{unit}", f"../{unit}"),),
         scripts={"postinst": postinst},
+    )
+
+
+def dkms_modload() -> bytes:
+    """The stand-in module loader, loading what DKMS built for the booted kernel."""
+    text = render("modload").decode()
+    old = "INSTALLED=$ROOT/usr/lib/nvidia-standin/kernel-module"
+    if old not in text:
+        raise ValueError(f"tests/standins/nvidia/payload/modload changed: no {old!r}")
+    new = f'INSTALLED=$ROOT/lib/modules/$(cat "$ROOT{DKMS_BOOTED}" 2>/dev/null)/updates/dkms/nvidia.ko'
+    return text.replace(old, new).encode()
+
+
+def dkms_module_package(driver_version: str) -> DebSpec:
+    """nvidia-kernel-open-dkms as a real DKMS source package: /usr/src/nvidia-VERSION/dkms.conf, added,
+    built and installed for the installed kernels by dkms's own common.postinst, removed at prerm, as
+    debhelper's dh_dkms writes the scripts (debhelper autoscripts/postinst-dkms, prerm-dkms). A failed
+    build fails the package's configure, as in the reports (pop-os/pop#3811: "post-installation script
+    subprocess returned error exit status 10")."""
+    version = catalogue.driver_package_version(driver_version)
+    unit = "nvidia-standin-modload.service"
+    source = f"/usr/src/nvidia-{driver_version}"
+    return DebSpec(
+        "nvidia-kernel-open-dkms", version,
+        "NVIDIA binary kernel module DKMS source (open flavour)" + STANDIN_NOTE,
+        depends=("dkms", "kmod"),
+        conflicts=("nvidia-kernel-dkms",),
+        provides=(f"nvidia-kernel-{driver_version}",),
+        files=(
+            PackageFile(f"{source}/dkms.conf", render("dkms.conf", VERSION=driver_version)),
+            PackageFile(f"{source}/dkms-build.sh", render("dkms-build.sh"), 0o755),
+            PackageFile("/usr/lib/nvidia-standin/modload", dkms_modload(), 0o755),
+            PackageFile("/lib/modprobe.d/nvidia-standin.conf", render("modprobe-nvidia.conf")),
+            PackageFile(f"/lib/systemd/system/{unit}", render(unit)),
+        ),
+        links=(PackageLink(f"/lib/systemd/system/sysinit.target.wants/{unit}", f"../{unit}"),),
+        scripts={
+            "postinst": 'if [ "$1" = configure ]; then\n'
+                        f'    /usr/lib/dkms/common.postinst nvidia {driver_version} '
+                        '/usr/share/nvidia-kernel-open-dkms "" "$2"\n'
+                        "fi\n",
+            "prerm": f"dkms remove -m nvidia -v {driver_version} --all || true\n",
+        },
     )
 
 
@@ -137,9 +185,9 @@ def keyring_package(distro: str, repo_url: str, keyring: bytes) -> DebSpec:
     )
 
 
-def cuda_repo_packages() -> list[DebSpec]:
+def cuda_repo_packages(dkms: bool = False) -> list[DebSpec]:
     """Every package of the CUDA repository except the keyring (which differs per distribution)."""
     specs: list[DebSpec] = []
     for driver_version in catalogue.DRIVER_VERSIONS:
-        specs += driver_packages(driver_version)
+        specs += driver_packages(driver_version, dkms)
     return specs + toolkit_packages()

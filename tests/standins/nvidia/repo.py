@@ -107,17 +107,18 @@ class RepoInfo:
         return cls(**data)
 
 
-def build_repo(out_dir: Path | str, base_url: str) -> RepoInfo:
-    """Build both repositories into OUT_DIR for hosts that reach it at BASE_URL (cached by content)."""
+def build_repo(out_dir: Path | str, base_url: str, dkms: bool = False) -> RepoInfo:
+    """Build both repositories into OUT_DIR for hosts that reach it at BASE_URL (cached by content);
+    `dkms`: nvidia-kernel-open-dkms is a real DKMS source package (packages_cuda.dkms_module_package)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / ".build.lock", "w") as lock:  # parallel test workers build once
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build_locked(out_dir, base_url.rstrip("/"))
+        return _build_locked(out_dir, base_url.rstrip("/"), dkms)
 
 
-def _build_locked(out_dir: Path, base_url: str) -> RepoInfo:
-    build_id = _build_id(base_url)
+def _build_locked(out_dir: Path, base_url: str, dkms: bool) -> RepoInfo:
+    build_id = _build_id(base_url + ("#dkms" if dkms else ""))
     info_path = out_dir / INFO_FILE
     if info_path.exists():
         cached = RepoInfo.from_json(info_path.read_text(encoding="utf-8"))
@@ -134,7 +135,7 @@ def _build_locked(out_dir: Path, base_url: str) -> RepoInfo:
     with ThrowawayGpg() as gpg:
         cuda_key = gpg.generate("cudatools stand-in <cudatools@lab.invalid>")
         container_key = gpg.generate("NVIDIA CONTAINER TOOLKIT stand-in <cudatools@lab.invalid>")
-        cuda_versions = _build_cuda_repos(out_dir, cuda_base, cuda_key, gpg)
+        cuda_versions = _build_cuda_repos(out_dir, cuda_base, cuda_key, gpg, dkms)
         container_versions = _build_container_repo(out_dir, container_base, container_key, gpg)
     info = RepoInfo(
         out_dir=str(out_dir), base_url=base_url, cuda_repos_base=cuda_base, container_toolkit_base=container_base,
@@ -150,8 +151,9 @@ def _build_locked(out_dir: Path, base_url: str) -> RepoInfo:
     return info
 
 
-def _build_cuda_repos(out_dir: Path, cuda_base: str, key: SigningKey, gpg: ThrowawayGpg) -> dict[str, list[str]]:
-    specs = cuda_repo_packages()
+def _build_cuda_repos(out_dir: Path, cuda_base: str, key: SigningKey, gpg: ThrowawayGpg,
+                      dkms: bool = False) -> dict[str, list[str]]:
+    specs = cuda_repo_packages(dkms)
     shared = out_dir / "cuda" / ".pool"
     shared.mkdir(parents=True)
     debs = _build_all(specs, shared)
