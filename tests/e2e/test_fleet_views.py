@@ -321,7 +321,7 @@ def test_the_office_status_page_shows_every_gpu_host_from_live_data(office: Offi
     the gateway's backends UP, DRAIN (the failed upgrade's host, left drained) and DOWN (one stopped)."""
     rows = json.loads(office.runs["status"].stdout)
     fleet, drifted, failed = office.names
-    browser = LiveBrowser(tmp_path, 1280, 2300)
+    browser = LiveBrowser(tmp_path, 1280, 3300)  # the three cards whole in the screenshot
     done = threading.Event()
     answers: list[int] = []
 
