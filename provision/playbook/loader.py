@@ -6,6 +6,7 @@ missing roles, malformed YAML — each error names the file and line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,34 @@ def load_role(name: str, roles_dir: Path, where: Source) -> Role:
     )
 
 
+ROLE_KEYS = frozenset({"role", "when"})
+
+
+def load_role_entry(entry: Any, roles_dir: Path, where: Source) -> Role:
+    """A play's `roles:` item: a role's name, or Ansible's mapping `{role: NAME, when: CONDITION}`,
+    whose condition is added to every task of the role (Ansible: "When you add a conditional to a
+    role, Ansible applies the conditional to all tasks within it",
+    https://docs.ansible.com/ansible/latest/playbook_guide/playbooks_conditionals.html#conditionals-with-roles)."""
+    if not isinstance(entry, dict):
+        return load_role(str(entry), roles_dir, where)
+    for key in entry:
+        if key not in ROLE_KEYS:
+            raise InputError(f"unknown role keyword{did_you_mean(str(key), ROLE_KEYS)}", file=where.file,
+                             line=where.line, key=str(key))
+    if not entry.get("role"):
+        raise InputError("a role entry needs `role: NAME`", file=where.file, line=where.line, key="roles")
+    role = load_role(str(entry["role"]), roles_dir, where)
+    condition = entry.get("when")
+    if condition is None:
+        return role
+    extra = [str(item) for item in condition] if isinstance(condition, list) else [str(condition)]
+
+    def joined(task: Task) -> Task:
+        own = [] if task.when is None else task.when if isinstance(task.when, list) else [task.when]
+        return replace(task, when=[*extra, *own])
+    return replace(role, tasks=[joined(task) for task in role.tasks])
+
+
 def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
     """playbooks/site.yaml -> plays; roles are looked up in `roles_dir` (default: ../roles)."""
     roles_dir = roles_dir or path.resolve().parent.parent / "roles"
@@ -113,7 +142,7 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
         plays.append(Play(
             name=str(raw.get("name") or raw.get("hosts", "all")),
             hosts=str(raw.get("hosts", "all")),
-            roles=[load_role(str(name), roles_dir, where) for name in raw.get("roles") or []],
+            roles=[load_role_entry(entry, roles_dir, where) for entry in raw.get("roles") or []],
             vars=dict(raw.get("vars") or {}),
             source=where,
             serial=None if serial is None else (serial if isinstance(serial, list) else [serial]),

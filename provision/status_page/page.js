@@ -105,7 +105,11 @@
     }));
     plots[key] = new uPlot({
       width: width(), height: 180, series: series,
-      scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.15)]; } } },
+      // a single sample yet (Prometheus just started): a minute each side, not uPlot's 1000 days
+      scales: { x: { time: true, range: function (u, min, max) {
+                  var xs = u.data[0];
+                  return xs.length === 1 ? [xs[0] - 60, xs[0] + 60] : [min, max]; } },
+                y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.15)]; } } },
       axes: [{}, { label: chart.unit }]
     }, data, box);
     new ResizeObserver(function () { plots[key].setSize({ width: width(), height: 180 }); }).observe(box);

@@ -8,7 +8,7 @@ which Debian's archive does not carry) and names the lab registry's check image.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +44,15 @@ def gpu_check_image(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def gpu_host(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., LabHost]:
-    """`gpu_host(traits, prefix=..., suite=..., offline=False)`: a fresh lab host (Debian `suite`) with
-    the simulated hardware of `traits` (an RTX 5090 Laptop by default); `offline`: no egress but SSH.
+    """`gpu_host(traits, prefix=..., suite=..., offline=False, extra_ports=())`: a fresh lab host (Debian
+    `suite`) with the simulated hardware of `traits` (an RTX 5090 Laptop by default); `offline`: no egress
+    but SSH; `extra_ports`: guest ports forwarded from this machine too (an office's vLLM and exporters).
     Traits that act at boot (nouveau) are applied as a boot would."""
     def make(traits: HostTraits | None = None, prefix: str = "gpu", suite: str = "bookworm",
-             offline: bool = False) -> LabHost:
+             offline: bool = False, extra_ports: Sequence[int] = ()) -> LabHost:
         traits = traits or HostTraits()
-        host = gpu_laptop(lab, tmp_path_factory.mktemp(f"{prefix}-traits"), traits, prefix, suite, offline)
+        host = gpu_laptop(lab, tmp_path_factory.mktemp(f"{prefix}-traits"), traits, prefix, suite, offline,
+                          extra_ports)
         if traits.nouveau_at_boot:  # written after this boot: do what the next boot would
             rc, out = host.exec("systemctl daemon-reload && systemctl start standin-nouveau.service && "
                                 "test -d /sys/module/nouveau")

@@ -13,6 +13,7 @@ import secrets
 import shlex
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -53,11 +54,12 @@ def check_image(lab: Lab, workdir: Path) -> str:
 
 
 def gpu_laptop(lab: Lab, workdir: Path, traits: HostTraits, prefix: str = "laptop",
-               suite: str = "bookworm", offline: bool = False) -> LabHost:
+               suite: str = "bookworm", offline: bool = False, extra_ports: Sequence[int] = ()) -> LabHost:
     """A fresh lab host (Debian `suite`) with the simulated hardware of `traits` written in before its
-    first use; `offline`: its egress allows only its SSH server's replies (see Lab.new_host)."""
+    first use; `offline`: its egress allows only its SSH server's replies; `extra_ports`: guest ports
+    forwarded from 127.0.0.1 too (see Lab.new_host)."""
     binds = [Bind(str(m.source), m.target, m.read_only) for m in host_traits_mounts(traits, workdir)]
-    host = lab.new_host(prefix=prefix, binds=binds, suite=suite, offline=offline)
+    host = lab.new_host(prefix=prefix, binds=binds, suite=suite, offline=offline, extra_ports=extra_ports)
     for item in host_traits_files(traits):
         data = base64.b64encode(item.content).decode()
         path = shlex.quote(item.path)

@@ -82,3 +82,21 @@ def test_role_defaults_are_playbook_wide_and_a_plays_own_roles_win(tmp_path: Pat
     first, second = load_playbook(site)
     assert first.defaults == {"x": "early", "profile": "gemma"}
     assert second.defaults == {"x": "late", "profile": "gemma"}
+
+
+def test_a_roles_when_is_added_to_each_of_its_tasks(tmp_path: Path):
+    site = make(tmp_path, """
+        - name: plain
+          directory: {path: /x}
+        - name: own condition
+          directory: {path: /y}
+          when: y | bool
+    """, play="- hosts: all\n  roles:\n    - {role: demo, when: gpu | bool}\n")
+    tasks = load_playbook(site)[0].tasks
+    assert [task.when for task in tasks] == [["gpu | bool"], ["gpu | bool", "y | bool"]]
+
+
+def test_an_unknown_role_keyword_is_refused_with_its_line(tmp_path: Path):
+    site = make(tmp_path, "", play="- hosts: all\n  roles:\n    - {role: demo, wehn: x}\n")
+    with pytest.raises(InputError, match=r"site.yaml:1.*wehn.*did you mean 'when'"):
+        load_playbook(site)

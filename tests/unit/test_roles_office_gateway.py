@@ -193,3 +193,28 @@ def test_the_gateways_view_is_read_from_haproxy_show_stat() -> None:
     assert in_flight == 0
     assert [(s.name, s.status, s.in_flight, s.queued, s.served, s.check) for s in servers] == [
         ("desk-1", "DRAIN", 0, 0, 1, "L7OK"), ("desk-2", "UP", 0, 0, 2, "L7OK")]
+
+
+GPU_ROLES = {"preflight", "plan", "nvidia_driver", "cuda_toolkit", "docker", "container_toolkit", "host_tuning",
+             "model", "vllm", "smoke"}
+
+
+def test_the_whole_site_runs_the_gpu_roles_on_the_gpu_hosts_only(tmp_path: Path) -> None:
+    """`provision up office.yaml`: the gateway and the office cache have no GPU (preflight stopped them
+    before, so an office was converged only with --limit); a GPU laptop that is also the gateway gets them."""
+    plays = [play for play in load_playbook(SITE) if play.name in ("GPU inference host", "model server")]
+    gated = {task.role for play in plays for task in play.tasks
+             if isinstance(task.when, list) and task.when[0] == "office_gateway_backend | bool"}
+    assert gated == GPU_ROLES
+    assert all(task.when[0] == "office_gateway_backend | bool" for play in plays for task in play.tasks  # type: ignore[index]
+               if task.role in GPU_ROLES)
+    both = OFFICE.replace("gw: {ansible_host: 192.168.1.5}",
+                          "gw: {ansible_host: 192.168.1.5, office_gateway_backend: true}")
+    for text, host, runs in ((OFFICE, "desk-1", True), (OFFICE, "gw", False), (OFFICE, "nas", False),
+                             (both, "gw", True)):
+        path = tmp_path / "office.yaml"
+        path.write_text(text)
+        inventory = load_inventory(path)
+        variables = {**plays[0].defaults, **inventory_variables(inventory), **inventory.hostvars[host],
+                     "inventory_hostname": host}
+        assert Renderer(make_environment([]), variables).condition("office_gateway_backend | bool") is runs, host

@@ -190,3 +190,14 @@ def test_a_cache_host_that_is_down_or_hostile_is_shown_as_text() -> None:
     text = " ".join(page.text)
     assert "office cache: NOT HEALTHY" in text and "nginx failed" in text
     assert not [attrs for tag, attrs in page.tags if tag == "img"] and text.count(HOSTILE) == 2
+
+
+def test_a_host_benched_once_gets_a_time_axis_of_hours_not_years(tmp_path: Path) -> None:
+    """Seen on the GPU lab office (tests/e2e/test_fleet_views.py): a fresh host's one kept result drew
+    an axis from 2027 to 2029 (uPlot widens a zero-width time range); half a day each side now."""
+    one = rows()
+    first = next(name for name, row in one.items() if row.get("bench_history"))
+    one[first]["bench_history"] = one[first]["bench_history"][:1]
+    dom, painted = load(render_page(one, COLLECTED_AT), tmp_path, 1280, 1000, "status-page-one-bench.png")
+    spans = [float(span) for span in re.findall(r'data-x-span="([0-9.e+]+)"', dom)]
+    assert int(painted[0]) > 1000 and spans and spans[0] == 86400, (painted, spans)
