@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from provision.connection.base import RunResult, checked, wrap_script
+from provision.connection.base import CommandResult, checked, wrap_script
 from provision.shell import quote
 
 if TYPE_CHECKING:
@@ -222,11 +222,11 @@ class FollowConnection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
-    def run_command(self, command: Command, check: bool = True) -> RunResult:
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
         return checked(self, command, check)  # type: ignore[arg-type]  # a Connection in all it is asked
 
     def run(self, script: str, *, sudo: bool = True, data: bytes | None = None, env: dict[str, str] | None = None,
-            timeout: float | None = None, on_output: Callable[[str], None] | None = None) -> RunResult:
+            timeout: float | None = None, on_output: Callable[[str], None] | None = None) -> CommandResult:
         if script != self._command.script:
             return self._conn.run(script, sudo=sudo, data=data, env=env, timeout=timeout, on_output=on_output)
         lines: list[str] = []
@@ -248,4 +248,4 @@ class FollowConnection:
                 if text.startswith(ENDED):
                     line(text)
         stdout = "\n".join(text for text in result.stdout.splitlines() if not text.startswith(ENDED))
-        return RunResult(stdout=stdout, stderr=result.stderr, rc=result.rc)
+        return CommandResult(stdout=stdout, stderr=result.stderr, rc=result.rc)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from provision.connection.base import RunResult
+from provision.connection.base import CommandResult
 from provision.errors import InputError
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
@@ -95,14 +95,14 @@ class UnitStandIn:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
-    def run(self, script: str, **kwargs: Any) -> RunResult:
+    def run(self, script: str, **kwargs: Any) -> CommandResult:
         if "systemctl enable --now" in script:
             unit = UNIT.search(script).group(0)  # type: ignore[union-attr]
             command = kwargs["data"].decode().split(f"\ndate +%s.%N > '{early.STATE_DIR}", 1)[0]
             done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
             self.units[unit] = (done.stdout, done.returncode)
             self.log.append(f"start {unit}")
-            return RunResult("", "", 0)
+            return CommandResult("", "", 0)
         if early.ENDED in script:
             unit = UNIT.search(script).group(0)  # type: ignore[union-attr]
             stdout, rc = self.units.pop(unit)
@@ -110,7 +110,7 @@ class UnitStandIn:
             for line in stdout.splitlines():
                 kwargs["on_output"](line)
             kwargs["on_output"](f"{early.ENDED}1700000000.5")
-            return RunResult(stdout + f"{early.ENDED}1700000000.5\n", "" if rc == 0 else "failed", rc)
+            return CommandResult(stdout + f"{early.ENDED}1700000000.5\n", "" if rc == 0 else "failed", rc)
         return self._conn.run(script, **kwargs)
 
 
