@@ -6,7 +6,7 @@ it, must come first (seen for real in tests/e2e/test_month_two_debian.py)."""
 
 from __future__ import annotations
 
-from provision.facts.model import KernelModules
+from provision.gpu.model import KernelModules
 from tests.unit.test_roles_gpu_support import facts, render_tasks
 
 CONVERGED = "debian12-rtx5090-standin-converged.txt"
