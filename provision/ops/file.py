@@ -24,6 +24,7 @@ from provision.ops.filestate import (
     sha256_hex,
     write_file_command,
 )
+from provision.ops.needs import PREFERENCES_DIR, AptPreferences, Need
 from provision.ops.scripting import text_diff
 from provision.secrets import REDACTOR, Secret
 from provision.shell import Command, quote
@@ -138,6 +139,13 @@ class TemplateOperation(FileOperation):
 
     name = "template"
     Args = TemplateArgs
+    offline_arguments = ("src", "dest")
+
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        """An apt preferences file (the driver's version pin) decides what the bundle's packages are."""
+        if not str(args.get("dest", "")).startswith(PREFERENCES_DIR):
+            return []
+        return [AptPreferences(str(args["dest"]), render_file(str(args["src"])))]
 
     def template_files(self, args: dict[str, Any]) -> list[Any]:
         return [args["src"]] if "src" in args else []
