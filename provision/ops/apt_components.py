@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import Field
 
-from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import OpArgs, Plan, register
 from provision.ops.fields import AbsolutePath
-from provision.ops.filestate import FileState, file_state_probe, read_text_for_edit
+from provision.ops.filestate import FileEditOperation, FileState, read_text_for_edit
 from provision.ops.needs import Components, Need
 from provision.ops.textedit import plan_text_edit
 
@@ -73,7 +73,7 @@ def add_components(path: str, text: str, components: list[str]) -> str:
 
 
 @register
-class AptComponentsOperation(Operation):
+class AptComponentsOperation(FileEditOperation):
     name = "apt_components"
     Args = AptComponentsArgs
     offline_arguments = ("path", "components")  # the bundle's packages are resolved with them
@@ -82,9 +82,6 @@ class AptComponentsOperation(Operation):
         if not args.get("path"):
             return []
         return [Components(str(args["path"]), tuple(str(c) for c in args.get("components") or []))]
-
-    def probe(self, args: AptComponentsArgs) -> Probe[FileState]:
-        return file_state_probe(args.path)
 
     def plan(self, args: AptComponentsArgs, facts: Any, current: FileState) -> Plan:
         if not current.exists:

@@ -18,9 +18,9 @@ from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.filestate import (
     FileState,
     attribute_changes,
+    attributes_plan,
     file_state_probe,
     require_regular_file,
-    set_attributes_command,
     sha256_hex,
     write_file_command,
 )
@@ -107,13 +107,7 @@ class FileOperation(Operation):
                 summary=", ".join([f"update {current.path}", *attributes]),
                 diff=content_diff(current, data, args.is_secret),
             )
-        if attributes:
-            return Plan(
-                changed=True,
-                steps=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
-                summary=f"{current.path}: " + ", ".join(attributes),
-            )
-        return Plan.ok(f"{current.path} is up to date")
+        return attributes_plan(current, args.owner, args.group, args.mode, ok=f"{current.path} is up to date")
 
     def _write(self, args: FileArgs, current: FileState, data: bytes) -> Command:
         # a rendered template holding a secret value gets the secret default mode (0600) too
