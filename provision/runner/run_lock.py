@@ -40,7 +40,7 @@ from provision.errors import ProvisionError
 from provision.shell import parse_fields
 
 LOCK_DIR = "/var/lib/provision"
-# the unit of an upgrade guard (provision/vllm/guard.py) as its holder record names it
+# a guard unit that holds the lock for a cut-off run (an upgrade guard), as its holder record names it
 GUARD_UNIT = re.compile(r"^provision-guard-[A-Za-z0-9_.@-]+$")
 CONTROLLER_ID = re.compile(r"^[0-9a-f]{32}$")
 ANSWER_TIMEOUT_S = 30.0
