@@ -1,6 +1,7 @@
-"""The vLLM image for a bundle: pulled on this machine when absent (docker's progress JSON: bytes
-per layer), then `docker save`d to one archive, hashed as it is written, with its image id (the
-sha256 of its config: what `docker load` on the host must reproduce) and its repository digests."""
+"""An image a bundle carries (the model server's): pulled on this machine when absent (docker's
+progress JSON: bytes per layer), then `docker save`d to one archive, hashed as it is written, with its
+image id (the sha256 of its config: what `docker load` on the host must reproduce) and its repository
+digests."""
 
 from __future__ import annotations
 

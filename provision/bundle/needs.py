@@ -1,16 +1,14 @@
 """What one host needs from a bundle, read from the tasks `up` would run for it.
 
-The apt packages are the `name` of every selected `apt` task that installs (state present/latest),
-rendered with the host's variables and facts, as the run renders them; a task that cannot be rendered
-before the run (it reads a result registered earlier in the run) is reported, not guessed. The image
-is `vllm_image` and the weights `hf_model`@`hf_revision` (and a drafter `hf_draft_model`), when the
-selected tasks pull and download them.
+Each operation declares what a task of it needs (`Operation.offline_arguments`, `offline_needs`: apt
+packages, repositories with their key URLs, components and preferences, images, weights; the types
+are in provision/ops/needs.py); this module renders those arguments with the host's variables and
+facts, as the run renders them, and gathers the needs per host, naming no operation. A task that
+cannot be rendered before the run (it reads a result registered earlier in the run) is reported when
+its operation says so (`offline_reports_unrendered`: the packages and repositories), not guessed.
 
-The apt repositories the selected `apt_repository` tasks configure (NVIDIA's CUDA repository by its
-keyring package, the container toolkit's by its key), the apt preferences the selected `template`
-tasks write under /etc/apt/preferences.d (the driver's version pin) and the components `apt_components`
-adds to the release's own entries (Debian's contrib) are what the packages are resolved with; the
-URLs those repositories take their keys from are files the bundle carries (`urls`).
+The repositories, components and preferences are what the packages are resolved with; the URLs those
+repositories take their keys from are files the bundle carries (`urls`).
 """
 
 from __future__ import annotations
@@ -19,20 +17,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.inventory.model import Host, Inventory
+from provision.ops import REGISTRY
+from provision.ops.needs import (
+    AptPreferences,
+    AptRepository,
+    Components,
+    Download,
+    Image,
+    Need,
+    Packages,
+    Weights,
+)
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.playbook.unsafe import mark_unsafe
 from provision.runner.host_run import RunOptions
 from provision.settings.variables import host_variables, inventory_variables
-
-
-@dataclass(frozen=True)
-class Weights:
-    repo: str
-    revision: str
-
-    def __str__(self) -> str:
-        return f"{self.repo}@{self.revision}"
 
 
 @dataclass
@@ -73,14 +73,6 @@ def package_name(spec: str) -> str:
     return spec.split("=", 1)[0]
 
 
-def _names(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value] if value else []
-    if isinstance(value, dict):
-        return [f"{name}={version}" if version else str(name) for name, version in value.items()]
-    return [str(item) for item in value or []]
-
-
 def host_needs(plays: list[Play], inventory: Inventory, host: Host, facts: dict[str, Any],
                extra_vars: dict[str, Any], options: RunOptions) -> HostNeeds:
     """What `host` needs when `up` runs `plays` with these tags on a host with these facts."""
@@ -98,50 +90,45 @@ def host_needs(plays: list[Play], inventory: Inventory, host: Host, facts: dict[
     return needs
 
 
-#: the arguments a bundle reads, per operation (the others, an endpoint from a registered result, are
-#: the run's business)
-RENDERED = {"apt": ("name", "state", "install_recommends"), "docker_image": ("image",),
-            "hf_snapshot": ("repo", "revision"), "template": ("src", "dest"), "apt_components": ("path", "components"),
-            "apt_repository": ("name", "uris", "suites", "components", "architectures", "key_url", "key_file",
-                               "keyring_package_url", "keyring_package", "keyring_package_version", "sha256",
-                               "state")}
-#: where apt reads its preferences (apt_preferences(5)): a template written there pins what apt resolves
-PREFERENCES_DIR = "/etc/apt/preferences.d/"
-#: the apt_repository arguments that name a download
-URL_ARGUMENTS = ("key_url", "keyring_package_url")
-
-
 def _add_task(needs: HostNeeds, renderer: Renderer, task: Task) -> None:
-    if task.op not in RENDERED:
+    op = REGISTRY[task.op]
+    if not op.offline_arguments:
         return
     try:
         if task.when is not None and not renderer.condition(task.when):
             return
-        wanted = RENDERED[task.op]
-        args = {key: renderer.render(value) for key, value in task.args.items() if key in wanted}
+        args = {key: renderer.render(value) for key, value in task.args.items() if key in op.offline_arguments}
     except TemplateError as error:
-        if task.op in ("apt", "apt_repository"):
+        if op.offline_reports_unrendered:
             needs.unresolved.append(f"{task.role}: {task.name} ({error})")
         return
-    if task.op == "apt" and args.get("state", "present") in ("present", "latest"):
-        names = _names(args.get("name"))
-        target = needs.with_recommends if args.get("install_recommends", True) else needs.without_recommends
-        target.extend(name for name in names if name not in target)
-    elif task.op == "apt_repository" and args.get("state", "present") == "present":
-        if all(repo.get("name") != args.get("name") for repo in needs.repositories):
-            needs.repositories.append(args)
-        needs.urls.extend(str(args[key]) for key in URL_ARGUMENTS if args.get(key) and args[key] not in needs.urls)
-    elif task.op == "apt_components" and args.get("path"):
-        components = needs.components.setdefault(str(args["path"]), [])
-        components.extend(str(c) for c in args.get("components") or [] if c not in components)
-    elif task.op == "template" and str(args.get("dest", "")).startswith(PREFERENCES_DIR):
-        try:
-            needs.preferences[str(args["dest"])] = renderer.render_file(str(args["src"]))
-        except TemplateError as error:
-            needs.unresolved.append(f"{task.role}: {task.name} ({error})")
-    elif task.op == "docker_image" and args.get("image") and args["image"] not in needs.images:
-        needs.images.append(str(args["image"]))
-    elif task.op == "hf_snapshot" and args.get("repo"):
-        weights = Weights(str(args["repo"]), str(args.get("revision") or "main"))
-        if weights not in needs.weights:
-            needs.weights.append(weights)
+    try:
+        found = op.offline_needs(args, renderer.render_file)
+    except TemplateError as error:  # a template it reads (an apt preferences file)
+        needs.unresolved.append(f"{task.role}: {task.name} ({error})")
+        return
+    for need in found:
+        _add(needs, need)
+
+
+def _add(needs: HostNeeds, need: Need) -> None:
+    """One need into the host's, each thing once."""
+    if isinstance(need, Packages):
+        target = needs.with_recommends if need.recommends else needs.without_recommends
+        target.extend(name for name in need.names if name not in target)
+    elif isinstance(need, AptRepository):
+        if all(repo.get("name") != need.args.get("name") for repo in needs.repositories):
+            needs.repositories.append(need.args)
+    elif isinstance(need, Download):
+        if need.url not in needs.urls:
+            needs.urls.append(need.url)
+    elif isinstance(need, Components):
+        components = needs.components.setdefault(need.path, [])
+        components.extend(c for c in need.components if c not in components)
+    elif isinstance(need, AptPreferences):
+        needs.preferences[need.path] = need.text
+    elif isinstance(need, Image):
+        if need.reference not in needs.images:
+            needs.images.append(need.reference)
+    elif need not in needs.weights:
+        needs.weights.append(need)

@@ -1,9 +1,10 @@
 """Operations by name, each imported the first time a task uses it.
 
 A task names its operation (`apt:`), not a module, and one module may register several (`file` and
-`template`), so `OPERATION_MODULES` says which module registers which name. Loading a playbook only
-checks names against this table; an operation's module (and with it pydantic) is imported when a
-task of it is first validated, so `up` reaches its first SSH connection without importing any.
+`template`), so `OPERATION_MODULES` says which module registers which name: the generic operations
+here, a product's through its hook (provision/products.py). Loading a playbook only checks names
+against this table; an operation's module (and with it pydantic) is imported when a task of it is
+first validated, so `up` reaches its first SSH connection without importing any.
 `tests/unit/test_ops_registry.py` checks that every entry imports and registers exactly its names.
 """
 
@@ -13,10 +14,12 @@ import importlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from provision import products
+
 if TYPE_CHECKING:
     from provision.ops.base import Operation
 
-#: operation name -> the module whose `@register` defines it (product operations included)
+#: operation name -> the module whose `@register` defines it: the engine's, then the products' (their hooks)
 OPERATION_MODULES: dict[str, str] = {
     "apt": "provision.ops.apt",
     "apt_components": "provision.ops.apt_components",
@@ -35,17 +38,13 @@ OPERATION_MODULES: dict[str, str] = {
     "ini": "provision.ops.ini",
     "json_merge": "provision.ops.json_merge",
     "lineinfile": "provision.ops.lineinfile",
-    "memory_plan": "provision.vllm.ops.memory_plan",
     "mirror_choice": "provision.ops.mirror_choice",
     "reboot": "provision.ops.reboot",
     "systemd": "provision.ops.systemd",
     "template": "provision.ops.file",
     "verify": "provision.ops.verify",
-    "vllm_memory": "provision.vllm.ops.vllm_memory",
-    "vllm_release": "provision.vllm.ops.vllm_release",
-    "vllm_rollback": "provision.vllm.ops.vllm_rollback",
-    "vllm_smoke": "provision.vllm.ops.vllm_smoke",
     "wait_for": "provision.ops.wait_for",
+    **products.operations(),
 }
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -26,6 +26,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.dpkg_lock import dpkg_lock_script, lock_wait_progress
+from provision.ops.needs import Need, Packages
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import run_streaming
 from provision.shell import Command, parse_fields, parse_records, quote
@@ -226,6 +227,15 @@ fi
 )"""
 
 
+def package_words(value: Any) -> list[str]:
+    """`name:` as a task gives it (a word, a list, or a name -> version mapping) as `name[=version]` words."""
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, dict):
+        return [f"{name}={version}" if version else str(name) for name, version in value.items()]
+    return [str(item) for item in value or []]
+
+
 @dataclass
 class AptPlan(Plan):
     """A package plan; `detect_upgrade`: apply decides `changed` from whether versions moved."""
@@ -238,6 +248,13 @@ class AptOperation(Operation):
     name = "apt"
     Args = AptArgs
     refreshes_facts = True  # drivers, docker and the like are facts
+    offline_arguments = ("name", "state", "install_recommends")
+    offline_reports_unrendered = True  # a package the bundle lacks would fail the offline run
+
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        if args.get("state", "present") not in ("present", "latest"):
+            return []
+        return [Packages(tuple(package_words(args.get("name"))), bool(args.get("install_recommends", True)))]
 
     def probe(self, args: AptArgs) -> Probe[AptState]:
         names = " ".join(quote(package) for package in [*(p for p, _ in args.specs), *args.replaces])

@@ -11,13 +11,15 @@ atomically, only when a component was missing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
 
-from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import OpArgs, Plan, register
 from provision.ops.fields import AbsolutePath
-from provision.ops.filestate import FileState, file_state_probe, read_text_for_edit
+from provision.ops.filestate import FileEditOperation, FileState, read_text_for_edit
+from provision.ops.needs import Components, Need
 from provision.ops.textedit import plan_text_edit
 
 ONE_LINE = re.compile(r"^(?P<head>\s*deb\s+(?:\[[^\]]*\]\s+)?\S+\s+\S+)"  # deb [options] URI SUITE
@@ -71,12 +73,15 @@ def add_components(path: str, text: str, components: list[str]) -> str:
 
 
 @register
-class AptComponentsOperation(Operation):
+class AptComponentsOperation(FileEditOperation):
     name = "apt_components"
     Args = AptComponentsArgs
+    offline_arguments = ("path", "components")  # the bundle's packages are resolved with them
 
-    def probe(self, args: AptComponentsArgs) -> Probe[FileState]:
-        return file_state_probe(args.path)
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        if not args.get("path"):
+            return []
+        return [Components(str(args["path"]), tuple(str(c) for c in args.get("components") or []))]
 
     def plan(self, args: AptComponentsArgs, facts: Any, current: FileState) -> Plan:
         if not current.exists:

@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import posixpath
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
@@ -29,6 +30,7 @@ from provision.escape import deb822_value, deb822_words
 from provision.ops.apt import APT_GET
 from provision.ops.base import OpArgs, Operation, Plan, Probe, Step, register
 from provision.ops.fields import DebWordList, Url, UrlList
+from provision.ops.needs import AptRepository, Download, Need
 from provision.ops.scripting import atomic_write_script, fields_probe, text_diff
 from provision.shell import Command, quote
 
@@ -49,6 +51,8 @@ DEARMOR_AWK = r"""awk '
   inblock && /^=/ { next }
   inblock { print }'"""
 
+#: the arguments that name a download (a bundle carries it)
+URL_ARGUMENTS = ("key_url", "keyring_package_url")
 
 class AptRepositoryArgs(OpArgs):
     name: str
@@ -177,6 +181,14 @@ class AptRepositoryOperation(Operation):
     name = "apt_repository"
     reads_facts = frozenset({"arch"})  # the deb architecture when `architectures` is not given
     Args = AptRepositoryArgs
+    offline_arguments = ("name", "uris", "suites", "components", "architectures", "key_url", "key_file",
+                        "keyring_package_url", "keyring_package", "keyring_package_version", "sha256", "state")
+    offline_reports_unrendered = True  # the packages are resolved with this repository
+
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        if args.get("state", "present") != "present":
+            return []
+        return [AptRepository(args), *(Download(str(args[key])) for key in URL_ARGUMENTS if args.get(key))]
 
     def probe(self, args: AptRepositoryArgs) -> Probe[dict[str, str]]:
         if args.keyring_package_url:

@@ -36,6 +36,7 @@ from provision.shell import Command
 if TYPE_CHECKING:
     from provision.connection.base import Connection
     from provision.facts.model import HostFacts
+    from provision.ops.needs import Need
 
 
 class OpArgs(BaseModel):
@@ -141,6 +142,12 @@ class Operation:
     #: True when applying stops the host's service for a while (the vLLM release swap): on a backend of
     #: an office gateway, the runner drains it there first and puts it back after (runner/rotation.py)
     interrupts_service: ClassVar[bool] = False
+    #: the arguments an offline bundle reads from a task (rendered with the host's variables before the
+    #: run, for `offline_needs`); none: the operation needs nothing from a bundle
+    offline_arguments: ClassVar[tuple[str, ...]] = ()
+    #: True when a task whose `offline_arguments` cannot be rendered before the run (they read a result
+    #: registered in it) is reported as unresolved rather than left to the run
+    offline_reports_unrendered: ClassVar[bool] = False
 
     def template_files(self, args: dict[str, Any]) -> list[Any]:
         """The role templates a task's (not yet rendered) arguments name; the facts they read are
@@ -151,6 +158,11 @@ class Operation:
         """The rendered arguments, completed with what must be rendered before the probe (`template`
         renders its file into `content`); by default unchanged."""
         return rendered
+
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        """What a task with these rendered `offline_arguments` needs from an offline bundle
+        (provision/ops/needs.py); `render_file` renders a role template (TemplateError: reported)."""
+        return []
 
     def arguments(self, rendered: dict[str, Any]) -> Any:
         """A task's rendered arguments as this operation's `Args`; TaskFailed naming every problem."""

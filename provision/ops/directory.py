@@ -15,7 +15,7 @@ from pydantic import model_validator
 from provision.errors import TaskFailed
 from provision.ops.base import OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import AbsolutePath, FileMode
-from provision.ops.filestate import FileState, attribute_changes, file_state_probe, set_attributes_command
+from provision.ops.filestate import FileState, attributes_plan, file_state_probe
 from provision.ops.scripting import chown_spec
 from provision.shell import Command, quote
 
@@ -51,14 +51,7 @@ class DirectoryOperation(Operation):
             return Plan(changed=True, steps=[self._remove(args.path)], summary=f"remove {args.path}")
         if not current.exists:
             return Plan(changed=True, steps=[self._create(args)], summary=f"create {args.path}")
-        changes = attribute_changes(current, args.owner, args.group, args.mode)
-        if not changes:
-            return Plan.ok(f"{current.path} is up to date")
-        return Plan(
-            changed=True,
-            steps=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
-            summary=f"{current.path}: " + ", ".join(changes),
-        )
+        return attributes_plan(current, args.owner, args.group, args.mode, ok=f"{current.path} is up to date")
 
     def _create(self, args: DirectoryArgs) -> Command:
         lines = [f"umask 022; mkdir -p -- {quote(args.path)}"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -25,6 +26,7 @@ from pydantic import field_validator
 
 from provision.errors import TaskFailed
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.needs import Image, Need
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
@@ -187,6 +189,10 @@ class PullPlan(Plan):
 class DockerImageOperation(Operation):
     name = "docker_image"
     Args = DockerImageArgs
+    offline_arguments = ("image",)
+
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        return [Image(str(args["image"]))] if args.get("image") else []
 
     def probe(self, args: DockerImageArgs) -> Probe[dict[str, str]]:
         return Probe(probe_block(inspect_script(args.image)), parse_inspect)

@@ -18,12 +18,13 @@ from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.filestate import (
     FileState,
     attribute_changes,
+    attributes_plan,
     file_state_probe,
     require_regular_file,
-    set_attributes_command,
     sha256_hex,
     write_file_command,
 )
+from provision.ops.needs import PREFERENCES_DIR, AptPreferences, Need
 from provision.ops.scripting import text_diff
 from provision.secrets import REDACTOR, Secret
 from provision.shell import Command, quote
@@ -106,13 +107,7 @@ class FileOperation(Operation):
                 summary=", ".join([f"update {current.path}", *attributes]),
                 diff=content_diff(current, data, args.is_secret),
             )
-        if attributes:
-            return Plan(
-                changed=True,
-                steps=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
-                summary=f"{current.path}: " + ", ".join(attributes),
-            )
-        return Plan.ok(f"{current.path} is up to date")
+        return attributes_plan(current, args.owner, args.group, args.mode, ok=f"{current.path} is up to date")
 
     def _write(self, args: FileArgs, current: FileState, data: bytes) -> Command:
         # a rendered template holding a secret value gets the secret default mode (0600) too
@@ -138,6 +133,13 @@ class TemplateOperation(FileOperation):
 
     name = "template"
     Args = TemplateArgs
+    offline_arguments = ("src", "dest")
+
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        """An apt preferences file (the driver's version pin) decides what the bundle's packages are."""
+        if not str(args.get("dest", "")).startswith(PREFERENCES_DIR):
+            return []
+        return [AptPreferences(str(args["dest"]), render_file(str(args["src"])))]
 
     def template_files(self, args: dict[str, Any]) -> list[Any]:
         return [args["src"]] if "src" in args else []

@@ -12,9 +12,10 @@ import binascii
 import hashlib
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from provision.errors import TaskFailed
-from provision.ops.base import Probe
+from provision.ops.base import Operation, Plan, Probe
 from provision.ops.scripting import atomic_write_script, chown_spec, probe_block
 from provision.shell import Command, parse_fields, quote
 
@@ -124,6 +125,17 @@ def attribute_changes(current: FileState, owner: str | None, group: str | None, 
     return changes
 
 
+def attributes_plan(current: FileState, owner: str | None, group: str | None, mode: str | None, *,
+                    ok: str) -> Plan:
+    """The plan for a path whose content is as wanted: its owner/group/mode set in place, or none
+    (summary `ok`) when they are as wanted too."""
+    changes = attribute_changes(current, owner, group, mode)
+    if not changes:
+        return Plan.ok(ok)
+    return Plan(changed=True, steps=[set_attributes_command(current.path, owner, group, mode)],
+                summary=f"{current.path}: " + ", ".join(changes))
+
+
 def require_regular_file(current: FileState) -> None:
     """Refuse to treat a directory (or device, socket) as a file."""
     if current.kind in ("directory", "other"):
@@ -170,3 +182,11 @@ def read_text_for_edit(current: FileState, cap: int = CONTENT_CAP) -> str:
     if text is None:
         raise TaskFailed(f"{current.path} is not UTF-8 text (or could not be read)")
     return text
+
+
+class FileEditOperation(Operation):
+    """An operation that rewrites the text of one file, `args.path` (ini, lineinfile, json_merge,
+    apt_components): its probe reads the file's state and content."""
+
+    def probe(self, args: Any) -> Probe[FileState]:
+        return file_state_probe(args.path)

@@ -27,6 +27,7 @@ import json
 import posixpath
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -39,6 +40,7 @@ from provision.escape import control_character, curl_config_string
 from provision.hub_token import sends_token
 from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem, require_url
+from provision.ops.needs import Need, Weights
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
@@ -301,6 +303,10 @@ def api_failure(args: HfSnapshotArgs, status: str, error: str, body: str) -> str
 class HfSnapshotOperation(Operation):
     name = "hf_snapshot"
     Args = HfSnapshotArgs
+    offline_arguments = ("repo", "revision")
+
+    def offline_needs(self, args: dict[str, Any], render_file: Callable[[str], str]) -> list[Need]:
+        return [Weights(str(args["repo"]), str(args.get("revision") or "main"))] if args.get("repo") else []
 
     def probe(self, args: HfSnapshotArgs) -> Probe[CacheState]:
         return Probe(probe_block(probe_script(args)), parse_cache_state)

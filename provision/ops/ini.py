@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, model_validator
 
-from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import OpArgs, Plan, register
 from provision.ops.fields import AbsolutePath, FileMode
-from provision.ops.filestate import FileState, file_state_probe, read_text_for_edit
-from provision.ops.textedit import join_lines, plan_text_edit, split_lines
+from provision.ops.filestate import FileEditOperation, FileState
+from provision.ops.textedit import plan_line_edit
 
 SECTION_HEADER = re.compile(r"^\s*\[([^\]]*)\]\s*$")
 
@@ -93,21 +93,11 @@ def edit_ini(lines: list[str], args: IniArgs) -> list[str]:
 
 
 @register
-class IniOperation(Operation):
+class IniOperation(FileEditOperation):
     name = "ini"
     Args = IniArgs
 
-    def probe(self, args: IniArgs) -> Probe[FileState]:
-        return file_state_probe(args.path)
-
     def plan(self, args: IniArgs, facts: Any, current: FileState) -> Plan:
-        old_text = read_text_for_edit(current)
-        if args.state == "absent" and not current.exists:
-            return Plan.ok(f"{args.path} is absent")
-        lines = split_lines(old_text)
-        edited = edit_ini(lines, args)
-        new_text = old_text if edited == lines else join_lines(edited)
         where = f"[{args.section}] " if args.section else ""
         what = f"{where}{args.option}={args.value}" if args.state == "present" else f"remove {where}{args.option}"
-        return plan_text_edit(current, old_text, new_text, owner=args.owner, group=args.group, mode=args.mode,
-                              create=args.create, what=what)
+        return plan_line_edit(current, args, lambda lines: edit_ini(lines, args), what)

@@ -15,14 +15,13 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from provision.errors import TaskFailed
-from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import OpArgs, Plan, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.filestate import (
+    FileEditOperation,
     FileState,
-    attribute_changes,
-    file_state_probe,
+    attributes_plan,
     read_text_for_edit,
-    set_attributes_command,
     write_file_command,
 )
 from provision.ops.scripting import text_diff
@@ -88,25 +87,16 @@ def _quote(text: str) -> str:
 
 
 @register
-class JsonMergeOperation(Operation):
+class JsonMergeOperation(FileEditOperation):
     name = "json_merge"
     Args = JsonMergeArgs
-
-    def probe(self, args: JsonMergeArgs) -> Probe[FileState]:
-        return file_state_probe(args.path)
 
     def plan(self, args: JsonMergeArgs, facts: Any, current: FileState) -> Plan:
         existing = parse_json_object(current.path, read_text_for_edit(current))
         merged = merge_json(existing, reveal(args.data))
         if current.exists and _canonical(merged) == _canonical(existing):
-            changes = attribute_changes(current, args.owner, args.group, args.mode)
-            if not changes:
-                return Plan.ok(f"{current.path} already has these settings")
-            return Plan(
-                changed=True,
-                steps=[set_attributes_command(current.path, args.owner, args.group, args.mode)],
-                summary=f"{current.path}: " + ", ".join(changes),
-            )
+            return attributes_plan(current, args.owner, args.group, args.mode,
+                                   ok=f"{current.path} already has these settings")
         command = write_file_command(current, render_json(merged).encode(), owner=args.owner,
                                      group=args.group, mode=args.mode, description=f"merge into {current.path}")
         keys = ", ".join(key for key in args.data if _canonical(existing.get(key)) != _canonical(merged[key]))

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
-from provision.ops.base import OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import OpArgs, Plan, register
 from provision.ops.fields import AbsolutePath, FileMode
-from provision.ops.filestate import FileState, file_state_probe, read_text_for_edit
-from provision.ops.textedit import join_lines, plan_text_edit, split_lines
+from provision.ops.filestate import FileEditOperation, FileState
+from provision.ops.textedit import plan_line_edit
 from provision.secrets import Secret
 
 
@@ -73,20 +73,10 @@ def edit_lines(lines: list[str], args: LineInFileArgs) -> list[str]:
 
 
 @register
-class LineInFileOperation(Operation):
+class LineInFileOperation(FileEditOperation):
     name = "lineinfile"
     Args = LineInFileArgs
 
-    def probe(self, args: LineInFileArgs) -> Probe[FileState]:
-        return file_state_probe(args.path)
-
     def plan(self, args: LineInFileArgs, facts: Any, current: FileState) -> Plan:
-        old_text = read_text_for_edit(current)
-        if args.state == "absent" and not current.exists:
-            return Plan.ok(f"{args.path} is absent")
-        lines = split_lines(old_text)
-        edited = edit_lines(lines, args)
-        new_text = old_text if edited == lines else join_lines(edited)
         what = "remove line" if args.state == "absent" else "set line"
-        return plan_text_edit(current, old_text, new_text, owner=args.owner, group=args.group, mode=args.mode,
-                              create=args.create, what=what)
+        return plan_line_edit(current, args, lambda lines: edit_lines(lines, args), what)

@@ -1,4 +1,4 @@
-"""The plan shared by operations that edit a text file in place (lineinfile, ini).
+"""The plan shared by operations that edit a text file in place (lineinfile, ini, apt_components).
 
 They read the whole file in the probe, compute the new text in Python, and rewrite the file
 atomically only when the text (or an attribute) differs; the diff is of the text.
@@ -6,9 +6,12 @@ atomically only when the text (or an attribute) differs; the diff is of the text
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from provision.errors import TaskFailed
 from provision.ops.base import Plan
-from provision.ops.filestate import FileState, attribute_changes, set_attributes_command, write_file_command
+from provision.ops.filestate import FileState, attributes_plan, read_text_for_edit, write_file_command
 from provision.ops.scripting import text_diff
 
 
@@ -32,14 +35,7 @@ def plan_text_edit(
     if not current.exists and not create:
         raise TaskFailed(f"{current.path} does not exist (and create is false)")
     if current.exists and new_text == old_text:
-        changes = attribute_changes(current, owner, group, mode)
-        if not changes:
-            return Plan.ok(f"{current.path} is up to date")
-        return Plan(
-            changed=True,
-            steps=[set_attributes_command(current.path, owner, group, mode)],
-            summary=f"{current.path}: " + ", ".join(changes),
-        )
+        return attributes_plan(current, owner, group, mode, ok=f"{current.path} is up to date")
     return Plan(
         changed=True,
         steps=[write_file_command(current, new_text.encode(), owner=owner, group=group, mode=mode,
@@ -47,3 +43,17 @@ def plan_text_edit(
         summary=f"{current.path}: {what}",
         diff=text_diff(current.path, old_text if current.exists else None, new_text),
     )
+
+
+def plan_line_edit(current: FileState, args: Any, edit: Callable[[list[str]], list[str]], what: str) -> Plan:
+    """Plan for editing `args.path` line by line (ini, lineinfile): `edit` turns its lines into the
+    wanted ones; removing from an absent file is nothing to do. `args` has the edit operations' path,
+    state, owner, group, mode and create."""
+    old_text = read_text_for_edit(current)
+    if args.state == "absent" and not current.exists:
+        return Plan.ok(f"{args.path} is absent")
+    lines = split_lines(old_text)
+    edited = edit(lines)
+    new_text = old_text if edited == lines else join_lines(edited)
+    return plan_text_edit(current, old_text, new_text, owner=args.owner, group=args.group, mode=args.mode,
+                          create=args.create, what=what)

@@ -21,22 +21,18 @@ from typing import Any
 import jinja2
 import yaml
 
-from provision import escape
+from provision import escape, products
 from provision.playbook.sandbox import RUNAWAY, runaway
 from provision.playbook.template_cache import CachingEnvironment
 from provision.playbook.unsafe import UnsafeText
 from provision.secrets import Secret, reveal
 from provision.shell import quote
 
-#: functions a product offers to templates (`{{ vllm_serve_flags(...) }}`): name -> "module:function",
-#: imported when a template first calls it (so that loading a playbook imports no product code)
-FUNCTIONS: dict[str, str] = {"vllm_serve_flags": "provision.vllm.spec:vllm_serve_flags",
-                             "dpkg_lock_script": "provision.ops.dpkg_lock:dpkg_lock_script",
-                             "office_gateway_backends": "provision.office_gateway.backends:office_gateway_backends",
-                             "office_gateway_users": "provision.office_gateway.users:office_gateway_users",
-                             "office_gateway_backend_key": "provision.office_gateway.users:office_gateway_backend_key",
-                             "office_metrics_prometheus_config":
-                                 "provision.office_metrics.targets:office_metrics_prometheus_config"}
+#: functions offered to templates (`{{ dpkg_lock_script() }}`), the products' through their hooks
+#: (provision/products.py): name -> "module:function", imported when a template first calls it (so that
+#: loading a playbook imports no product code)
+FUNCTIONS: dict[str, str] = {"dpkg_lock_script": "provision.ops.dpkg_lock:dpkg_lock_script",
+                             **products.template_functions()}
 SINGLE_EXPRESSION = re.compile(r"^\{\{(?P<expr>(?:(?!\}\}).)*)\}\}$", re.DOTALL)
 
 

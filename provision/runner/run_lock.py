@@ -40,7 +40,7 @@ from provision.errors import ProvisionError
 from provision.shell import parse_fields
 
 LOCK_DIR = "/var/lib/provision"
-# the unit of an upgrade guard (provision/vllm/guard.py) as its holder record names it
+# a guard unit that holds the lock for a cut-off run (an upgrade guard), as its holder record names it
 GUARD_UNIT = re.compile(r"^provision-guard-[A-Za-z0-9_.@-]+$")
 CONTROLLER_ID = re.compile(r"^[0-9a-f]{32}$")
 ANSWER_TIMEOUT_S = 30.0
@@ -236,13 +236,13 @@ class RunLock:
                               "(this run checks the release and finishes or undoes the upgrade)")
                 self.start(conn, stop_guard=guard)
                 continue
-            waited = self.wait_s - (deadline - time.monotonic())
+            seconds = self.wait_s - (deadline - time.monotonic())
             if time.monotonic() >= deadline:
                 hint = "" if self.wait_s else "; wait for it with --wait-lock SECONDS"
                 raise RunLockHeld(f"{self.host_name}: another provision run holds this host: "
                                   f"{describe_holder(holder)}{hint}"
-                                  + (f" (waited {waited:.0f} s)" if self.wait_s else ""))
-            self.progress(f"waiting for the run lock held by {describe_holder(holder)} ({waited:.0f} s)")
+                                  + (f" (waited {seconds:.0f} s)" if self.wait_s else ""))
+            self.progress(f"waiting for the run lock held by {describe_holder(holder)} ({seconds:.0f} s)")
             interrupt.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
             self.start(conn)
 

@@ -161,15 +161,18 @@ def role_names() -> set[str]:
 
 
 def operation_names() -> set[str]:
-    """The operations' names, as `provision/ops/__init__.py` lists them (a name, not a setting)."""
-    table = (ROOT / "provision" / "ops" / "__init__.py").read_text().split("OPERATION_MODULES", 1)[1]
-    return set(re.findall(r'^\s+"(\w+)":', table.split("}", 1)[0], re.M))
+    """The operations' names (a name, not a setting): the engine's table with the products' hooks."""
+    from provision.ops import OPERATION_MODULES
+
+    return set(OPERATION_MODULES)
 
 
 def template_functions() -> set[str]:
-    """The functions products offer to templates (`provision/playbook/templating.py` FUNCTIONS)."""
-    table = (ROOT / "provision" / "playbook" / "templating.py").read_text().split("FUNCTIONS", 1)[1]
-    return set(re.findall(r'"(\w+)":', table.split("}", 1)[0]))
+    """The functions offered to templates (`provision/playbook/templating.py` FUNCTIONS, the products'
+    included)."""
+    from provision.playbook.templating import FUNCTIONS
+
+    return set(FUNCTIONS)
 
 
 def setting_prefixes() -> tuple[str, ...]:
