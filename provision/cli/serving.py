@@ -9,6 +9,7 @@ vLLM's own parser.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,14 @@ from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 
-from provision import content
 from provision.cli.commands import write_document
+from provision.cli.consoles import plain_console
 from provision.cli.endpoints import SERVING_ROLE, serving_play
-from provision.cli.inputs import EXIT_FAILED, EXIT_OK, Invocation, validated_inventory
+from provision.cli.inputs import EXIT_FAILED, EXIT_OK, Invocation
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import InputError
-from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
-from provision.playbook.loader import load_playbook, load_task_file
+from provision.playbook.loader import load_task_file
 from provision.playbook.model import Play, Role, Task
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.results import Status
@@ -145,16 +145,15 @@ def host_services(play: Play, playbook: Path, hosts: list[Host],
 
 def rendered_arguments(inventory_sources: Path | list[Path], limit: str | None, extra_items: list[str], playbook: Path,
                        roles_dir: Path | None = None) -> dict[str, list[str]]:
-    """Host name -> `vllm serve ...` argv, from the release task's `model` and `flags` (no host touched)."""
-    extra_vars = parse_extra_vars(extra_items)
-    roles_dir = roles_dir or content.roles_path(None, playbook)
-    _, hosts = validated_inventory(inventory_sources, limit, extra_vars, roles_dir, playbook.parent)
-    play = serving_play(load_playbook(playbook, roles_dir), playbook)
-    return {name: argv for name, (_, argv) in host_services(play, playbook, hosts, extra_vars).items()}
+    """`render`'s result for these inputs, as a library call (what `provision render` prints)."""
+    sources = inventory_sources if isinstance(inventory_sources, list) else [inventory_sources]
+    args = argparse.Namespace(command="render", inventory=None, inventory_sources=sources, limit=limit,
+                              extra_vars=extra_items, playbook=playbook, roles_path=roles_dir)
+    return rendered_of(Invocation(args, plain_console()))
 
 
 def rendered_of(inv: Invocation) -> dict[str, list[str]]:
-    """`rendered_arguments` of the command line's inputs, each read once."""
+    """Host name -> `vllm serve ...` argv, from the release task's `model` and `flags` (no host touched)."""
     _, hosts = inv.validated()
     play = serving_play(inv.plays, inv.playbook)
     return {name: argv for name, (_, argv) in host_services(play, inv.playbook, hosts, inv.extra_vars).items()}
