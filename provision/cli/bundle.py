@@ -17,46 +17,55 @@ from provision.bundle.build import BundleBuilder, group
 from provision.bundle.needs import HostNeeds, host_needs
 from provision.cli.consoles import styled
 from provision.cli.inputs import Invocation, _split
-from provision.errors import HostUnreachable, InputError, ProvisionError
+from provision.errors import InputError
 from provision.facts.gather import gather_facts
 from provision.facts.model import HostFacts, OsInfo
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import connect
 from provision.secrets import Secret
 from provision.settings.variables import host_variables
 
 
+def declared_facts(plays: list[Play], host: Host, extra_vars: dict[str, Any]) -> dict | None:
+    """The facts of a fresh host of the release its `bundle_os` names; None when it names none."""
+    declared = host_variables(plays[0], host, extra_vars).get("bundle_os") or {}
+    if not declared:
+        return None
+    facts = HostFacts(os=OsInfo(id=str(declared.get("id", "")), version_id=str(declared.get("version_id", "")),
+                                codename=str(declared.get("codename", ""))), arch="x86_64",
+                      kernel=str(declared.get("kernel", ""))).as_vars()
+    if not facts["kernel"]:
+        # unknown, not empty: a package named after the kernel (the DKMS headers) is then reported
+        # as not known before the run, never bundled as "linux-headers-"
+        del facts["kernel"]
+    return facts
+
+
+def read_facts(inv: Invocation, hosts: list[Host]) -> dict[str, dict]:
+    """The hosts' own facts, read through the runner (each host must be reachable from here)."""
+    readings = inv.read_each(hosts, lambda _, conn: gather_facts(conn).as_vars())
+    for name, reading in readings.items():
+        if reading.value is None:
+            raise InputError(f"host {name}: its OS release is not known ({reading.exception}); set bundle_os "
+                             "(e.g. {id: debian, version_id: '12', codename: bookworm}) for a host this machine "
+                             "cannot reach", key="bundle_os") from reading.exception
+    return {name: reading.value for name, reading in readings.items() if reading.value is not None}
+
+
 def target_facts(plays: list[Play], host: Host, extra_vars: dict[str, Any], inv: Invocation) -> dict:
     """The facts a host's needs are read with: its `bundle_os` (a fresh host of that release), else
-    the host's own (it must be reachable from here)."""
-    declared = host_variables(plays[0], host, extra_vars).get("bundle_os") or {}
-    if declared:
-        facts = HostFacts(os=OsInfo(id=str(declared.get("id", "")), version_id=str(declared.get("version_id", "")),
-                                    codename=str(declared.get("codename", ""))), arch="x86_64",
-                          kernel=str(declared.get("kernel", ""))).as_vars()
-        if not facts["kernel"]:
-            # unknown, not empty: a package named after the kernel (the DKMS headers) is then reported
-            # as not known before the run, never bundled as "linux-headers-"
-            del facts["kernel"]
-        return facts
-    try:
-        conn = connect(host, inv.args.trust_new_host_keys, None, inv.timeouts)
-        try:
-            return gather_facts(conn).as_vars()
-        finally:
-            conn.close()
-    except (HostUnreachable, ProvisionError) as error:
-        raise InputError(f"host {host.name}: its OS release is not known ({error}); set bundle_os "
-                         "(e.g. {id: debian, version_id: '12', codename: bookworm}) for a host this machine "
-                         "cannot reach", key="bundle_os") from error
+    the host's own."""
+    declared = declared_facts(plays, host, extra_vars)
+    return declared if declared is not None else read_facts(inv, [host])[host.name]
 
 
 def all_needs(inv: Invocation, inventory: Inventory, hosts: list[Host], plays: list[Play],
               extra_vars: dict[str, Any]) -> list[HostNeeds]:
     options = RunOptions(tags=_split(inv.args.tags), skip_tags=_split(inv.args.skip_tags))
-    return [host_needs(plays, inventory, host, target_facts(plays, host, extra_vars, inv), extra_vars, options)
+    facts = {host.name: declared_facts(plays, host, extra_vars) for host in hosts}
+    read = read_facts(inv, [host for host in hosts if facts[host.name] is None])
+    return [host_needs(plays, inventory, host, facts[host.name] or read[host.name], extra_vars, options)
             for host in hosts]
 
 

@@ -72,6 +72,7 @@ class Invocation:
     def __init__(self, args: argparse.Namespace, console: Console) -> None:
         self.args = args
         self.console = console
+        self._validated: tuple[Inventory, list[Host]] | None = None
         self._hosts: tuple[Inventory, list[Host]] | None = None
 
     @property
@@ -140,8 +141,10 @@ class Invocation:
     def validated(self) -> tuple[Inventory, list[Host]]:
         """The inventory and the --limit hosts, checked against the roles' declarations (not yet
         against connecting: `bundle` and `vars` read hosts they may never reach)."""
-        return validated_inventory(self.sources, getattr(self.args, "limit", None), self.extra_vars, self.roles,
-                                   self.playbook.parent)
+        if self._validated is None:
+            self._validated = validated_inventory(self.sources, getattr(self.args, "limit", None), self.extra_vars,
+                                                  self.roles, self.playbook.parent)
+        return self._validated
 
     def hosts(self) -> tuple[Inventory, list[Host]]:
         """The validated inventory and selected hosts, connectable (key files exist, no unsupported
@@ -159,7 +162,7 @@ class Invocation:
         the hosts are selected and checked again."""
         other = copy.copy(self)
         other.args = argparse.Namespace(**{**vars(self.args), "limit": limit})
-        other._hosts = None
+        other._validated = other._hosts = None
         return other
 
     def run_config(self, **settings: Any) -> RunConfig:
@@ -180,7 +183,7 @@ class Invocation:
         from provision.runner.events import SilentReporter
         from provision.runner.runner import Runner
 
-        inventory, _ = self.hosts()
+        inventory, _ = self.validated()
         return Runner(inventory, self.run_config(), SilentReporter()).read_each(hosts, task)
 
 
