@@ -1,8 +1,8 @@
-"""`provision bundle INVENTORY --out DIR`: gather on this (connected) machine what the inventory's
-hosts need, into DIR: a signed apt repository per OS release, the image, the weights, the manifest.
+"""Building a bundle (`provision bundle`, provision/cli/bundle.py): gather on this (connected) machine
+what the hosts need, into a folder: a signed apt repository per OS release, the image, the weights,
+the manifest.
 
-A host's OS release is its `bundle_os` (when the host cannot be reached from here) or is read from
-the host itself (one facts probe). Each part is built beside its final name and renamed when whole;
+Each part is built beside its final name and renamed when whole;
 `.build-state.json` records each finished part with the sha256 of its files, so a killed build run
 again re-verifies what it has, resumes downloads and builds only the rest. The manifest is removed
 first and written last: a bundle with a manifest is complete.
@@ -10,7 +10,6 @@ first and written last: a bundle with a manifest is complete.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import tempfile
@@ -22,62 +21,11 @@ from rich.console import Console
 
 from provision.bundle import apt_repo, image, manifest, repositories, weights
 from provision.bundle.manifest import KEY_FILE, Manifest, atomic_write, sha256_of
-from provision.bundle.needs import HostNeeds, Weights, host_needs
+from provision.bundle.needs import HostNeeds, Weights
 from provision.bundle.progress import Transfer, transfer_progress
-from provision.cli.consoles import styled
-from provision.cli.inputs import (
-    _split,
-    inventory_sources,
-    playbook_of,
-    plays_of,
-    roles_of,
-    timeouts_of,
-    validated_inventory,
-)
-from provision.errors import HostUnreachable, InputError, ProvisionError
-from provision.facts.gather import gather_facts
-from provision.facts.model import HostFacts, OsInfo
-from provision.inventory.extra_vars import parse_extra_vars
-from provision.inventory.model import Host, Inventory
-from provision.playbook.model import Play
-from provision.runner.host_run import RunOptions
-from provision.runner.runner import connect
-from provision.secrets import Secret
-from provision.settings.variables import host_variables
+from provision.errors import ProvisionError
 
 STATE = ".build-state.json"
-
-
-def target_facts(plays: list[Play], host: Host, extra_vars: dict[str, Any], args: argparse.Namespace) -> dict:
-    """The facts a host's needs are read with: its `bundle_os` (a fresh host of that release), else
-    the host's own (it must be reachable from here)."""
-    declared = host_variables(plays[0], host, extra_vars).get("bundle_os") or {}
-    if declared:
-        facts = HostFacts(os=OsInfo(id=str(declared.get("id", "")), version_id=str(declared.get("version_id", "")),
-                                    codename=str(declared.get("codename", ""))), arch="x86_64",
-                          kernel=str(declared.get("kernel", ""))).as_vars()
-        if not facts["kernel"]:
-            # unknown, not empty: a package named after the kernel (the DKMS headers) is then reported
-            # as not known before the run, never bundled as "linux-headers-"
-            del facts["kernel"]
-        return facts
-    try:
-        conn = connect(host, args.trust_new_host_keys, None, timeouts_of(args))
-        try:
-            return gather_facts(conn).as_vars()
-        finally:
-            conn.close()
-    except (HostUnreachable, ProvisionError) as error:
-        raise InputError(f"host {host.name}: its OS release is not known ({error}); set bundle_os "
-                         "(e.g. {id: debian, version_id: '12', codename: bookworm}) for a host this machine "
-                         "cannot reach", key="bundle_os") from error
-
-
-def all_needs(args: argparse.Namespace, inventory: Inventory, hosts: list[Host], plays: list[Play],
-              extra_vars: dict[str, Any]) -> list[HostNeeds]:
-    options = RunOptions(tags=_split(args.tags), skip_tags=_split(args.skip_tags))
-    return [host_needs(plays, inventory, host, target_facts(plays, host, extra_vars, args), extra_vars, options)
-            for host in hosts]
 
 
 class BuildState:
@@ -248,47 +196,3 @@ def group(needs: list[HostNeeds]) -> tuple[dict[str, list[HostNeeds]], dict[str,
         for item in need.weights:
             wanted.setdefault(item, []).append(need.host)
     return releases, images, wanted
-
-
-def cmd_bundle(args: argparse.Namespace, console: Console) -> int:
-    extra_vars = parse_extra_vars(args.extra_vars)
-    inventory, hosts = validated_inventory(inventory_sources(args), args.limit, extra_vars, roles_of(args),
-                                           playbook_of(args).parent)
-    inventory.check_problems(hosts)  # a host is read (target_facts) only at the address its settings give
-    plays = plays_of(args)
-    needs = all_needs(args, inventory, hosts, plays, extra_vars)
-    for need in needs:
-        for task in need.unresolved:
-            console.print(styled("warning:", "yellow", f" host {need.host}: packages of {task} are not known before"
-                                 " the run and are not in the bundle"), highlight=False, soft_wrap=True)
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    (out / manifest.MANIFEST).unlink(missing_ok=True)
-    started = time.monotonic()
-    builder = BundleBuilder(out, args.key_dir.expanduser(), console)
-    releases, images, wanted = group(needs)
-    by_name = {host.name: host for host in hosts}
-    with builder.progress:
-        builder.urls(needs)
-        for release, members in sorted(releases.items()):
-            variables = host_variables(plays[0], by_name[members[0].host], extra_vars)
-            release_image = (variables.get("bundle_release_images") or {}).get(release)
-            if not release_image:
-                raise InputError(f"no container image for {release} to resolve its packages in: add it to "
-                                 "bundle_release_images", key="bundle_release_images")
-            builder.apt(release, members, release_image)
-        for reference, names in sorted(images.items()):
-            builder.image(reference, names)
-        for item, names in sorted(wanted.items(), key=lambda kv: str(kv[0])):
-            variables = host_variables(plays[-1], by_name[names[0]], extra_vars)
-            token = variables.get("hf_token") or None
-            builder.weights(item, names, str(variables.get("hf_endpoint", "https://huggingface.co")),
-                            token if token is None or isinstance(token, Secret) else Secret(str(token)),
-                            variables.get("office_cache_trusted") is True)
-        builder.verify_and_write()
-    size = builder.manifest.size
-    console.print(f"bundle {out}: {len(builder.manifest.files)} files, {size / 1024**2:.1f} MiB, "
-                  f"for {len(hosts)} hosts ({', '.join(sorted(releases)) or 'no apt packages'}) in "
-                  f"{time.monotonic() - started:.1f} s; signing key {builder.manifest.key_fingerprint or '-'}",
-                  highlight=False, soft_wrap=True)
-    return 0

@@ -15,8 +15,7 @@ checked against the bundle. A seed is copied from this machine, so it takes `--b
 
 from __future__ import annotations
 
-import argparse
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,13 @@ from provision.bundle.manifest import KEY_FILE, Manifest
 from provision.bundle.needs import HostNeeds, host_needs
 from provision.bundle.seed import cache_host, seed_images
 from provision.connection.base import Connection
-from provision.errors import HostUnreachable, InputError, ProvisionError
+from provision.errors import InputError
 from provision.facts.gather import gather_facts
 from provision.inventory.model import Host, Inventory
 from provision.playbook.model import Play
 from provision.playbook.unsafe import mark_unsafe
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import Timeouts, connect
+from provision.runner.results import Reading
 from provision.shell import quote
 
 HOST_PREFIX = "host:"
@@ -82,34 +81,34 @@ def read_host(source: BundleSource, local: tuple[Manifest, str] | None, conn: Co
     return HostView(host_needs(plays, inventory, host, facts, extra_vars, options), found, key)
 
 
-def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, hosts: list[Host], plays: list[Play],
-                            extra_vars: dict[str, Any], options: RunOptions, timeouts: Timeouts) -> dict[str, Any]:
-    """Check the bundle against every host (InputError naming each gap) and return `offline_bundle`."""
-    source = BundleSource.parse(args.bundle)
+ReadEach = Callable[[list[Host], Callable[[Host, Connection], HostView]], dict[str, Reading[HostView]]]
+
+
+def offline_bundle_variable(bundle: str, read_each: ReadEach, inventory: Inventory, hosts: list[Host],
+                            plays: list[Play], extra_vars: dict[str, Any], options: RunOptions) -> dict[str, Any]:
+    """Check the bundle `--bundle` names against every host, read through the runner's read-only tasks
+    (`read_each`), and return `offline_bundle` (InputError naming each gap)."""
+    source = BundleSource.parse(bundle)
     local = None
     if source.local is not None:
         local = (manifests.load(source.local), (source.local / KEY_FILE).read_text()
                  if (source.local / KEY_FILE).is_file() else "")
 
-    def view(host: Host) -> HostView | str:
-        try:
-            conn = connect(host, args.trust_new_host_keys, None, timeouts)
-            try:
-                return read_host(source, local, conn, plays, inventory, host, extra_vars, options)
-            finally:
-                conn.close()
-        except (HostUnreachable, ProvisionError) as error:
-            if isinstance(error, InputError):
-                return error.message
-            return f"host {host.name}: cannot be checked against the bundle: {error}"
+    def view(reading: Reading[HostView]) -> HostView | str:
+        if isinstance(reading.exception, InputError):
+            return reading.exception.message
+        if reading.value is None:
+            return f"host {reading.host}: cannot be checked against the bundle: {reading.exception}"
+        return reading.value
 
-    with ThreadPoolExecutor(max_workers=max(1, args.forks)) as pool:
-        views = dict(zip([h.name for h in hosts], pool.map(view, hosts), strict=True))
+    readings = read_each(hosts, lambda host, conn: read_host(source, local, conn, plays, inventory, host, extra_vars,
+                                                              options))
+    views = {name: view(reading) for name, reading in readings.items()}
     problems = [v for v in views.values() if isinstance(v, str)]
     seed = cache_host(inventory, plays, extra_vars)
     if seed and source.local is None:
         problems.append(f"the office cache {seed} is seeded from a bundle on this machine: give --bundle DIR, "
-                        f"not {args.bundle}")
+                        f"not {bundle}")
     per_host: dict[str, Any] = {}
     key = ""
     for name, seen in views.items():
@@ -137,7 +136,7 @@ def offline_bundle_variable(args: argparse.Namespace, inventory: Inventory, host
             per_host[name].update(files=[], images=[], via_cache=True)
         key = key or seen.key
     if problems:
-        where = args.bundle
+        where = bundle
         raise InputError(f"the bundle {where} cannot provision these hosts (nothing was changed):\n  "
                          + "\n  ".join(problems), key="--bundle")
     # read from the bundle (a manifest on a USB disk, a file list from the hub): data, never a template

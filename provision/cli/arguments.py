@@ -194,4 +194,4 @@ def add_bundle_command(subcommands: Any, add_inventory_arguments: AddArguments) 
     bundle.add_argument("--skip-tags", default="", help="not what these tags' tasks need")
     bundle.add_argument("--key-dir", type=Path, default=Path("~/.config/provision/bundle-key"), metavar="DIR",
                         help="GnuPG home of the key that signs the bundle's apt repositories (made on first use)")
-    bundle.set_defaults(handler="provision.bundle.build:cmd_bundle")
+    bundle.set_defaults(handler="provision.cli.bundle:cmd_bundle")

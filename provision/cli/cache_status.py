@@ -6,7 +6,6 @@ default, as in roles/office_cache). One round trip per cache host (provision/off
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import Any
 
@@ -18,16 +17,16 @@ from provision.office_cache.status import UNITS, parse_cache_status, status_scri
 
 DEFAULT_GROUP = "office_cache"
 GIB_KIB = 1024 * 1024
-RunOn = Callable[[Host, argparse.Namespace, str, float | None], tuple[int, str, str]]
+RunOn = Callable[[str, float | None], tuple[int, str, str]]  # (script, timeout) -> rc, stdout, stderr on the host
 
 
 def cache_hosts(hosts: list[Host]) -> list[Host]:
     return [host for host in hosts if str(host.vars.get("office_cache_group", DEFAULT_GROUP)) in host.groups]
 
 
-def cache_row(host: Host, args: argparse.Namespace, run_on: RunOn) -> dict[str, Any]:
+def cache_row(host: Host, run_on: RunOn) -> dict[str, Any]:
     """What `provision status --json` shows under a cache host's `office_cache` key."""
-    _, stdout, _ = run_on(host, args, status_script(), 30)
+    _, stdout, _ = run_on(status_script(), 30)
     status = parse_cache_status(stdout)
     return {
         "healthy": status.healthy, "services": status.units,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rich.console import Console
@@ -12,93 +10,68 @@ from rich.table import Table
 from provision import interrupt
 from provision.cli.consoles import styled
 from provision.cli.endpoints import endpoint_lines, office_lines
-from provision.cli.inputs import (
-    EXIT_FAILED,
-    EXIT_OK,
-    _split,
-    human_console,
-    load_hosts,
-    playbook_of,
-    plays_of,
-    read_inventory,
-    run_label,
-    timeouts_of,
-    trace_of,
-)
+from provision.cli.inputs import EXIT_FAILED, EXIT_OK, Invocation, _split
 from provision.cli.output import ConsoleReporter, recap_table
-from provision.errors import HostUnreachable, ProvisionError
+from provision.connection.base import Connection
 from provision.facts.gather import gather_facts
 from provision.facts.model import SECURE_BOOT_WORDS
-from provision.inventory.extra_vars import parse_extra_vars
-from provision.inventory.model import Host, Inventory
-from provision.playbook.model import Play
+from provision.inventory.model import Host
 from provision.runner import probe_memory
-from provision.runner.batches import parse_serial
 from provision.runner.connect import EarlyConnections
 from provision.runner.host_run import RunOptions
 from provision.runner.results import RunResult
-from provision.runner.runner import RunConfig, Runner, connect
+from provision.runner.runner import Runner
 from provision.secrets import REDACTOR
 
 
-def write_document(args: argparse.Namespace, console: Console, result: RunResult) -> None:
+def write_document(inv: Invocation, console: Console, result: RunResult) -> None:
     """The results document: to stdout with --json, to a file with --json-file."""
-    if args.json_path:
-        result.write_json(args.json_path)
-    if args.json:
+    if inv.args.json_path:
+        result.write_json(inv.args.json_path)
+    if inv.args.json:
         console.print_json(REDACTOR.json(result.document()))
 
 
-def converge(args: argparse.Namespace, console: Console, inventory: Inventory, hosts: list[Host],
-             plays: list[Play], early: EarlyConnections | None = None) -> int:
+def converge(inv: Invocation, early: EarlyConnections | None = None) -> int:
     """`up` once its inputs are read and checked (cli/up.py): run the plays, print the recap, the
     endpoints and the document; `early` are the connections already under way."""
-    extra_vars = parse_extra_vars(args.extra_vars)
+    args, console = inv.args, inv.console
+    inventory, hosts = inv.hosts()
+    plays = inv.plays
+    extra_vars = dict(inv.extra_vars)
     options = RunOptions(check=args.check, diff=args.diff, tags=_split(args.tags), skip_tags=_split(args.skip_tags))
     if args.bundle:
         from provision.bundle.offline import offline_bundle_variable
 
-        extra_vars["offline_bundle"] = offline_bundle_variable(args, inventory, hosts, plays, extra_vars, options,
-                                                               timeouts_of(args))
-    config = RunConfig(
-        trace=trace_of(args, console),
-        forks=args.forks,
-        serial=parse_serial(args.serial) if args.serial else None,
-        max_fail_percentage=args.max_fail_percent,
-        limit=args.limit,
-        extra_vars=extra_vars,
-        trust_new_host_keys=args.trust_new_host_keys,
-        timeouts=timeouts_of(args),
-        wait_lock_s=args.wait_lock,
-        options=options,
-        probe_memory=probe_memory.default_folder(),
-        command=run_label(args),
-    )
-    human = human_console(args, console)
+        extra_vars["offline_bundle"] = offline_bundle_variable(args.bundle, inv.read_each, inventory, hosts, plays,
+                                                               extra_vars, options)
+    config = inv.run_config(extra_vars=extra_vars, options=options, probe_memory=probe_memory.default_folder())
+    human = inv.human
     with ConsoleReporter(human, check=args.check, show_diff=args.diff) as reporter, \
             interrupt.gentle_ctrl_c(reporter.message):
         result = Runner(inventory, config, reporter, early).run(plays)
     human.print(recap_table(result))
     from provision.cli.status_publish import publish_lines  # after the run: it reads every backend's status
 
-    for line in [*endpoint_lines(plays, playbook_of(args), inventory, result, extra_vars),
-                 *office_lines(plays, playbook_of(args), inventory, result, extra_vars),
-                 *publish_lines(args, inventory, plays, result, extra_vars)]:
+    for line in [*endpoint_lines(plays, inv.playbook, inventory, result, extra_vars),
+                 *office_lines(plays, inv.playbook, inventory, result, extra_vars),
+                 *publish_lines(inv, inventory, plays, result, extra_vars)]:
         human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     if result.aborted:
         human.print(styled(REDACTOR(result.aborted), "bold red"))
-    write_document(args, console, result)
+    write_document(inv, console, result)
     if interrupt.STOP.is_set():
         return interrupt.EXIT_INTERRUPTED
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def list_plays(args: argparse.Namespace, console: Console) -> int:
+def list_plays(inv: Invocation) -> int:
     """`up --list-hosts` / `--list-tasks`, as ansible-playbook prints them; no host is contacted."""
-    inventory = read_inventory(args)
+    args, console = inv.args, inv.console
+    inventory = inv.read_inventory()
     selected = {host.name for host in inventory.select(args.limit)}
     options = RunOptions(tags=_split(args.tags), skip_tags=_split(args.skip_tags))
-    for number, play in enumerate(plays_of(args), start=1):
+    for number, play in enumerate(inv.plays, start=1):
         hosts = [host.name for host in inventory.play_hosts(play.hosts) if host.name in selected]
         console.print(f"\n  play #{number} ({play.hosts}): {play.name}", highlight=False)
         if args.list_hosts:
@@ -144,23 +117,18 @@ def _fact_text(value: Any) -> str:
     return str(value)
 
 
-def cmd_facts(args: argparse.Namespace, console: Console) -> int:
-    _, hosts = load_hosts(args)
+def cmd_facts(inv: Invocation) -> int:
+    _, hosts = inv.hosts()
 
-    def gather(host: Host) -> tuple[str, dict | str]:
-        try:
-            conn = connect(host, args.trust_new_host_keys, trace_of(args, console), timeouts_of(args))
-            try:
-                return host.name, gather_facts(conn).as_vars()
-            finally:
-                conn.close()
-        except (HostUnreachable, ProvisionError) as error:
-            return host.name, REDACTOR(str(error))
+    def gather(_: Host, conn: Connection) -> dict[str, Any]:
+        return gather_facts(conn).as_vars()
 
-    with ThreadPoolExecutor(max_workers=max(1, args.forks)) as pool:
-        gathered = dict(pool.map(gather, hosts))
+    readings = inv.read_each(hosts, gather)
+    gathered: dict[str, dict | str | None] = {name: reading.error if reading.error is not None else reading.value
+                                              for name, reading in readings.items()}
     failed = any(isinstance(v, str) for v in gathered.values())
-    if args.json:
+    console = inv.console
+    if inv.json:
         console.print_json(REDACTOR.json(gathered))
         return EXIT_FAILED if failed else EXIT_OK
     for name, facts in gathered.items():

@@ -9,38 +9,26 @@ the status script joined into one script.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from provision.cli.cache_status import cache_hosts, cache_row, cache_table
-from provision.cli.consoles import plain_console
-from provision.cli.inputs import (
-    EXIT_FAILED,
-    EXIT_OK,
-    human_console,
-    load_hosts,
-    playbook_of,
-    plays_of,
-    timeouts_of,
-    trace_of,
-)
+from provision.cli.inputs import EXIT_FAILED, EXIT_OK, Invocation
 from provision.cli.output import ConsoleReporter
 from provision.cli.serving import host_services, serving_play, task_file_play
-from provision.errors import HostUnreachable, InputError, ProvisionError
+from provision.connection.base import Connection
+from provision.errors import InputError, ProvisionError
 from provision.facts.probe import parse_probe, probe_script
 from provision.gpu.model import nvidia_pci_id
-from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import RunConfig, Runner, connect
+from provision.runner.runner import Runner
 from provision.secrets import REDACTOR
 from provision.settings.variables import host_variables
 from provision.status_page.page import render_page
@@ -93,19 +81,16 @@ def plan_table(rows: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
-def cmd_plan(args: argparse.Namespace, console: Console) -> int:
-    inventory, _ = load_hosts(args)
-    play = task_file_play(serving_play(plays_of(args), playbook_of(args), PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
-    config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
-                       trace=trace_of(args, console),
-                       extra_vars=parse_extra_vars(args.extra_vars), options=RunOptions(check=True),
-                       timeouts=timeouts_of(args))
+def cmd_plan(inv: Invocation) -> int:
+    inventory, _ = inv.hosts()
+    play = task_file_play(serving_play(inv.plays, inv.playbook, PLAN_ROLE), PLAN_ROLE, "tasks.yaml")
+    config = inv.run_config(options=RunOptions(check=True))
     # with --json the progress lines go to stderr, so stdout is the document alone
-    with ConsoleReporter(human_console(args, console)) as reporter:
+    with ConsoleReporter(inv.human) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
-    rows = plan_rows(result)
-    if args.json:
+    rows, console = plan_rows(result), inv.console
+    if inv.json:
         console.print_json(REDACTOR.json(rows))
     else:
         console.print(plan_table(rows))
@@ -113,47 +98,39 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 # ------------------------------------------------------------------------------ endpoint settings
-def host_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, tuple[ServiceSpec, list[str]]]]:
+def host_settings(inv: Invocation) -> tuple[list[Host], dict[str, tuple[ServiceSpec, list[str]]]]:
     """The selected hosts and each one's service and `vllm serve` argv, as `render` builds them from
     the release task's arguments (role defaults + inventory + -e, as `provision up` sees them)."""
-    _, hosts = load_hosts(args)
-    playbook = playbook_of(args)
-    play = serving_play(plays_of(args), playbook)
-    return hosts, host_services(play, playbook, hosts, parse_extra_vars(args.extra_vars))
+    _, hosts = inv.hosts()
+    play = serving_play(inv.plays, inv.playbook)
+    return hosts, host_services(play, inv.playbook, hosts, inv.extra_vars)
 
 
-def service_settings(args: argparse.Namespace) -> tuple[list[Host], dict[str, ServiceSpec]]:
+def service_settings(inv: Invocation) -> tuple[list[Host], dict[str, ServiceSpec]]:
     """The selected hosts and each one's service settings (`host_settings` without the argv)."""
-    hosts, settings = host_settings(args)
+    hosts, settings = host_settings(inv)
     return hosts, {name: service for name, (service, _) in settings.items()}
 
 
-def on_each_host(args: argparse.Namespace, hosts: list[Host],
-                 work: Callable[[Host], dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """`work(host)` on every host in parallel (--forks); an unreachable host or an error is a row too."""
-    def guarded(host: Host) -> tuple[str, dict[str, Any]]:
-        try:
-            return host.name, work(host)
-        except HostUnreachable as error:
-            return host.name, {"reachable": False, "error": REDACTOR(str(error))}
-        except (ProvisionError, ValueError) as error:
-            return host.name, {"reachable": True, "error": REDACTOR(str(error))}
-
-    with ThreadPoolExecutor(max_workers=max(1, args.forks)) as pool:
-        return dict(pool.map(guarded, hosts))
+Row = dict[str, Any]
 
 
-def run_on(host: Host, args: argparse.Namespace, script: str, timeout: float | None) -> tuple[int, str, str]:
-    conn = connect(host, args.trust_new_host_keys, trace_of(args, plain_console()), timeouts_of(args))
-    try:
-        done = conn.run(script, sudo=True, timeout=timeout)
-        return done.rc, done.stdout, done.stderr
-    finally:
-        conn.close()
+def on_each_host(inv: Invocation, hosts: list[Host], work: Callable[[Host, Connection], Row]) -> dict[str, Row]:
+    """`work(host, connection)` on every host, as the runner's read-only tasks (--forks at a time); an
+    unreachable host or an error is a row too."""
+    return {name: reading.value if reading.value is not None and reading.error is None
+            else {"reachable": not reading.unreachable, "error": reading.error}
+            for name, reading in inv.read_each(hosts, work).items()}
+
+
+def run_on(conn: Connection, script: str, timeout: float | None) -> tuple[int, str, str]:
+    done = conn.run(script, sudo=True, timeout=timeout)
+    return done.rc, done.stdout, done.stderr
 
 
 # ------------------------------------------------------------------------------------------ bench
-def bench_settings(args: argparse.Namespace) -> BenchSettings:
+def bench_settings(inv: Invocation) -> BenchSettings:
+    args = inv.args
     max_tokens = BenchSettings.max_tokens if args.max_tokens is None else args.max_tokens
     if args.runs < 2 or max_tokens < 1 or args.concurrency < 1:
         raise InputError("--runs must be at least 2, --max-tokens and --concurrency at least 1")
@@ -163,14 +140,14 @@ def bench_settings(args: argparse.Namespace) -> BenchSettings:
                                                    cluster_gap_percent=args.cluster_gap_percent))
 
 
-def bench_host(host: Host, args: argparse.Namespace, service: ServiceSpec, settings: BenchSettings,
+def bench_host(host: Host, conn: Connection, service: ServiceSpec, settings: BenchSettings,
                say: Callable[[str], None]) -> dict[str, Any]:
     say(f"{host.name} | bench | {settings.runs} runs of {settings.max_tokens} tokens "
         f"({settings.concurrency} at a time) after a warm-up")
     started = time.monotonic()
-    rc, stdout, stderr = run_on(host, args, bench_script(service.endpoint(), settings), BENCH_TIMEOUT_S)
+    rc, stdout, stderr = run_on(conn, bench_script(service.endpoint(), settings), BENCH_TIMEOUT_S)
     if rc != 0:
-        raise ValueError(f"the benchmark client failed (exit {rc}): {(stderr or stdout).strip()[-400:]}")
+        raise ProvisionError(f"the benchmark client failed (exit {rc}): {(stderr or stdout).strip()[-400:]}")
     bench = judge(parse_runs(stdout), settings.thresholds)
     stats = bench.stats
     say(f"{host.name} | bench | done in {time.monotonic() - started:.0f}s")
@@ -197,16 +174,17 @@ def bench_table(name: str, row: dict[str, Any]) -> Table:
     return table
 
 
-def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+def cmd_bench(inv: Invocation) -> int:
+    args, console = inv.args, inv.console
     if args.workload == "office":
         from provision.cli.office_bench import cmd_office_bench
-        return cmd_office_bench(args, console)
-    settings = bench_settings(args)
-    hosts, services = service_settings(args)
-    human = human_console(args, console)
-    rows = on_each_host(args, hosts, lambda host: bench_host(host, args, services[host.name], settings,
-                                                             lambda line: human.print(line, highlight=False,
-                                                                                      markup=False)))
+        return cmd_office_bench(inv)
+    settings = bench_settings(inv)
+    hosts, services = service_settings(inv)
+    human = inv.human
+    rows = on_each_host(inv, hosts, lambda host, conn: bench_host(host, conn, services[host.name], settings,
+                                                                  lambda line: human.print(line, highlight=False,
+                                                                                           markup=False)))
     for name, row in rows.items():
         human.print(bench_table(name, row))
     document = REDACTOR.json({"settings": asdict(settings), "hosts": rows}, indent=2)
@@ -218,12 +196,11 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
 
 # ----------------------------------------------------------------------------------------- status
-def status_host(host: Host, args: argparse.Namespace, service: ServiceSpec, wanted_argv: list[str],
-                wanted_image: str) -> dict[str, Any]:
+def status_host(conn: Connection, service: ServiceSpec, wanted_argv: list[str], wanted_image: str) -> dict[str, Any]:
     # one round trip: the facts probe, then (in a section the probe's parser ignores) the status script
     script = (f"{probe_script()}\nset +e +o pipefail\nprintf '@@section service-status\\n'\n"
               f"{status_script(service.layout(), service.endpoint())}")
-    _, stdout, _ = run_on(host, args, script, 60)
+    _, stdout, _ = run_on(conn, script, 60)
     facts = parse_probe(stdout)
     status = parse_status(stdout)
     release = status.release or {}
@@ -340,39 +317,40 @@ def kernel_lines(rows: dict[str, dict[str, Any]]) -> list[Text]:
             for name, row in rows.items() if (kernels := row.get("kernels_without_nvidia_module"))]
 
 
-def inventory_values(args: argparse.Namespace, hosts: list[Host], name: str) -> dict[str, str]:
+def inventory_values(inv: Invocation, hosts: list[Host], name: str) -> dict[str, str]:
     """Each host's variable `name` as the inventory (and -e) set it (`vllm_image`, `model`: the profile)."""
-    play = serving_play(plays_of(args), playbook_of(args))
-    extra_vars = parse_extra_vars(args.extra_vars)
-    return {host.name: str(host_variables(play, host, extra_vars).get(name) or "") for host in hosts}
+    play = serving_play(inv.plays, inv.playbook)
+    return {host.name: str(host_variables(play, host, inv.extra_vars).get(name) or "") for host in hosts}
 
 
-def status_rows(args: argparse.Namespace) -> tuple[list[Host], dict[str, dict[str, Any]]]:
+def status_rows(inv: Invocation) -> tuple[list[Host], dict[str, dict[str, Any]]]:
     """The selected hosts and each one's status row (also what `up` publishes on the office gateway)."""
-    hosts, settings = host_settings(args)
+    hosts, settings = host_settings(inv)
     services = {name: service for name, (service, _) in settings.items()}
     wanted = {name: argv[2:] for name, (_, argv) in settings.items()}
-    images, profiles = inventory_values(args, hosts, "vllm_image"), inventory_values(args, hosts, "model")
-    rows = on_each_host(args, hosts, lambda host: status_host(host, args, services[host.name], wanted[host.name],
-                                                              images[host.name]))
+    images, profiles = inventory_values(inv, hosts, "vllm_image"), inventory_values(inv, hosts, "model")
+    rows = on_each_host(inv, hosts, lambda host, conn: status_host(conn, services[host.name], wanted[host.name],
+                                                                   images[host.name]))
     for name, row in rows.items():
         row["serving"] = serves(row)
         row["model_profile"] = profiles[name] or None
     return hosts, rows
 
 
-def cmd_status(args: argparse.Namespace, console: Console) -> int:
-    hosts, rows = status_rows(args)
-    caches = on_each_host(args, cache_hosts(hosts), lambda host: cache_row(host, args, run_on))
+def cmd_status(inv: Invocation) -> int:
+    args, console = inv.args, inv.console
+    hosts, rows = status_rows(inv)
+    caches = on_each_host(inv, cache_hosts(hosts), lambda host, conn: cache_row(
+        host, partial(run_on, conn)))
     from provision.cli.gateway import gateway_rows, users_table, view_table  # it runs its script with run_on
 
-    gateways = gateway_rows(args, hosts)
+    gateways = gateway_rows(inv, hosts)
     if args.html:
         try:  # the page shows what hosts sent, masked as every output is
             args.html.write_text(render_page(REDACTOR.document(rows)))
         except OSError as error:
             raise InputError(f"--html {args.html}: cannot write the page: {error.strerror}") from error
-    if args.json:
+    if inv.json:
         for name, cache in caches.items():
             rows[name]["office_cache"] = cache
         for name, gateway in gateways.items():

@@ -9,18 +9,16 @@ reloads of `up` (roles/office_gateway saves the servers' states before each relo
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from provision.cli.endpoints import serving_play
 from provision.cli.fleet import on_each_host, run_on
-from provision.cli.inputs import EXIT_FAILED, EXIT_OK, load_hosts, playbook_of, plays_of
+from provision.cli.inputs import EXIT_FAILED, EXIT_OK, Invocation
+from provision.connection.base import Connection
 from provision.errors import InputError
-from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host, Inventory
 from provision.office_gateway.admin import ServerView, admin_script, parse_users, parse_view
 from provision.office_gateway.backends import BackendError, backends
@@ -34,11 +32,11 @@ def gateway_hosts(hosts: list[Host]) -> list[Host]:
     return [host for host in hosts if str(host.vars.get("office_gateway_group", DEFAULT_GROUP)) in host.groups]
 
 
-def gateway_sockets(args: argparse.Namespace, gateways: list[Host]) -> dict[str, str]:
+def gateway_sockets(inv: Invocation, gateways: list[Host]) -> dict[str, str]:
     """Each gateway's admin socket, as its role settings say."""
-    play = serving_play(plays_of(args), playbook_of(args), role_name=ROLE)
-    extra_vars = parse_extra_vars(args.extra_vars)
-    return {host.name: str(host_variables(play, host, extra_vars)["office_gateway_admin_socket"]) for host in gateways}
+    play = serving_play(inv.plays, inv.playbook, role_name=ROLE)
+    return {host.name: str(host_variables(play, host, inv.extra_vars)["office_gateway_admin_socket"])
+            for host in gateways}
 
 
 def backend_names(inventory: Inventory, gateway: Host) -> list[str]:
@@ -53,8 +51,8 @@ def backend_names(inventory: Inventory, gateway: Host) -> list[str]:
         raise InputError(str(error)) from error
 
 
-def view_row(host: Host, args: argparse.Namespace, script: str) -> dict[str, Any]:
-    rc, stdout, stderr = run_on(host, args, script, 60 + getattr(args, "wait", 0))
+def view_row(conn: Connection, script: str, wait_s: float = 0) -> dict[str, Any]:
+    rc, stdout, stderr = run_on(conn, script, 60 + wait_s)
     servers, in_flight = parse_view(stdout)
     row: dict[str, Any] = {"servers": {server.name: vars(server) for server in servers}, "in_flight": in_flight,
                            "users": parse_users(stdout)}
@@ -88,19 +86,20 @@ def users_table(name: str, row: dict[str, Any]) -> Table | None:
     return table
 
 
-def cmd_drain(args: argparse.Namespace, console: Console) -> int:
-    return _set_state(args, console, "drain")
+def cmd_drain(inv: Invocation) -> int:
+    return _set_state(inv, "drain")
 
 
-def cmd_undrain(args: argparse.Namespace, console: Console) -> int:
-    return _set_state(args, console, "ready")
+def cmd_undrain(inv: Invocation) -> int:
+    return _set_state(inv, "ready")
 
 
-def _set_state(args: argparse.Namespace, console: Console, state: str) -> int:
+def _set_state(inv: Invocation, state: str) -> int:
+    args, console = inv.args, inv.console
     if args.wait < 0:
         raise InputError("--wait must be at least 0 seconds")
     args.limit = None  # the gateway and the backend are both found in the whole inventory
-    inventory, hosts = load_hosts(args)
+    inventory, hosts = inv.hosts()
     gateways = gateway_hosts(hosts)
     if not gateways:
         raise InputError(f"the inventory has no host in the {DEFAULT_GROUP!r} group (the office gateway)",
@@ -110,9 +109,9 @@ def _set_state(args: argparse.Namespace, console: Console, state: str) -> int:
         if args.host not in names:
             raise InputError(f"{args.host!r} is not a backend of the office gateway {gateway.name}; "
                              f"its backends: {', '.join(names) or 'none'}")
-    sockets = gateway_sockets(args, gateways)
-    rows = on_each_host(args, gateways, lambda host: view_row(
-        host, args, admin_script(sockets[host.name], state, args.host, args.wait)))
+    sockets = gateway_sockets(inv, gateways)
+    rows = on_each_host(inv, gateways, lambda host, conn: view_row(
+        conn, admin_script(sockets[host.name], state, args.host, args.wait), args.wait))
     failed = False
     for name, row in rows.items():
         console.print(view_table(name, row))
@@ -129,10 +128,10 @@ def _set_state(args: argparse.Namespace, console: Console, state: str) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def gateway_rows(args: argparse.Namespace, hosts: list[Host]) -> dict[str, dict[str, Any]]:
+def gateway_rows(inv: Invocation, hosts: list[Host]) -> dict[str, dict[str, Any]]:
     """`provision status`: each selected gateway's view of its backends."""
     gateways = gateway_hosts(hosts)
     if not gateways:
         return {}
-    sockets = gateway_sockets(args, gateways)
-    return on_each_host(args, gateways, lambda host: view_row(host, args, admin_script(sockets[host.name], "show")))
+    sockets = gateway_sockets(inv, gateways)
+    return on_each_host(inv, gateways, lambda host, conn: view_row(conn, admin_script(sockets[host.name], "show")))

@@ -7,18 +7,14 @@ contacted and no key file needs to exist.
 
 from __future__ import annotations
 
-import argparse
-
-from rich.console import Console
-
-from provision.cli.inputs import EXIT_OK, read_inventory
+from provision.cli.inputs import EXIT_OK, Invocation
 from provision.errors import InputError
 from provision.inventory.listing import inventory_graph, inventory_list, plain
 from provision.secrets import REDACTOR
 
 
-def cmd_inventory(args: argparse.Namespace, console: Console) -> int:
-    inventory = read_inventory(args)
+def cmd_inventory(inv: Invocation) -> int:
+    args, inventory = inv.args, inv.read_inventory()
     hosts = inventory.select(args.limit)
     if args.host:
         if args.host not in inventory.hostvars:

@@ -118,11 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     # paramiko logs every failed attempt with a traceback; retries and errors are reported by us
     logging.getLogger("paramiko").setLevel(logging.CRITICAL + 1)
     from provision.cli.consoles import plain_console, styled  # after parsing: --help needs no rich
+    from provision.cli.inputs import Invocation
 
-    console = plain_console()
     errors = plain_console(stderr=True)
     try:
-        return handler_of(args)(args, console)
+        return handler_of(args)(Invocation(args, plain_console()))
     except InputError as error:
         errors.print(styled("error:", "bold red", f" {REDACTOR(str(error))}"), highlight=False, soft_wrap=True)
         return EXIT_INPUT

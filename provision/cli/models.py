@@ -7,16 +7,14 @@ every GPU profile of roles/plan/defaults.yaml, at the profile's gpu_memory_utili
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.inputs import EXIT_OK, roles_of
+from provision.cli.inputs import EXIT_OK, Invocation
 from provision.errors import InputError
 from provision.settings import load_specs, profiles
 from provision.settings.variables import RoleDefaults
@@ -76,9 +74,9 @@ def models_table(rows: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
-def cmd_models(args: argparse.Namespace, console: Console) -> int:
-    rows = model_rows(roles_of(args))
-    if args.json:
+def cmd_models(inv: Invocation) -> int:
+    rows, console = model_rows(inv.roles), inv.console
+    if inv.json:
         console.print_json(json.dumps(rows))
         return EXIT_OK
     console.print(models_table(rows))

@@ -7,20 +7,19 @@ kept results; a second writes this result (atomically) beside them.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from provision.cli.fleet import BENCH_TIMEOUT_S, on_each_host, run_on, service_settings
-from provision.cli.inputs import EXIT_FAILED, EXIT_OK, human_console
-from provision.errors import InputError
+from provision.cli.inputs import EXIT_FAILED, EXIT_OK, Invocation
+from provision.connection.base import Connection
+from provision.errors import InputError, ProvisionError
 from provision.inventory.model import Host
 from provision.secrets import REDACTOR
 from provision.vllm.office_bench import (
@@ -35,7 +34,8 @@ from provision.vllm.office_bench import (
 from provision.vllm.ops.vllm_service import ServiceSpec
 
 
-def office_workload(args: argparse.Namespace) -> OfficeWorkload:
+def office_workload(inv: Invocation) -> OfficeWorkload:
+    args = inv.args
     defaults = OfficeWorkload()
     max_tokens = defaults.max_tokens if args.max_tokens is None else args.max_tokens
     if args.users < 1 or max_tokens < 1 or args.gate_tokens_per_s < 0 or args.noise_band_percent < 0:
@@ -44,13 +44,13 @@ def office_workload(args: argparse.Namespace) -> OfficeWorkload:
                           noise_band_percent=args.noise_band_percent)
 
 
-def office_host(host: Host, args: argparse.Namespace, service: ServiceSpec, workload: OfficeWorkload,
+def office_host(host: Host, conn: Connection, service: ServiceSpec, workload: OfficeWorkload,
                 say: Callable[[str], None]) -> dict[str, Any]:
     say(f"{host.name} | bench office | {workload.users} users, documents up to the context with an image each")
     layout = service.layout()
-    rc, stdout, stderr = run_on(host, args, office_script(service.endpoint(), layout, workload), BENCH_TIMEOUT_S)
+    rc, stdout, stderr = run_on(conn, office_script(service.endpoint(), layout, workload), BENCH_TIMEOUT_S)
     if rc != 0:
-        raise ValueError(f"the office bench client failed (exit {rc}): {(stderr or stdout).strip()[-400:]}")
+        raise ProvisionError(f"the office bench client failed (exit {rc}): {(stderr or stdout).strip()[-400:]}")
     release, context, kept, requests = parse_output(stdout)
     result = {"release": release or None, "measured_at": time.time(), **summarize(requests, workload, context)}
     previous = previous_result(kept, release)
@@ -58,7 +58,7 @@ def office_host(host: Host, args: argparse.Namespace, service: ServiceSpec, work
     result["regression"] = regression(result, previous, workload.noise_band_percent)
     result["warnings"] = []  # not the promise's failures: what kept the result from becoming history
     if release:
-        rc, _, stderr = run_on(host, args, keep_script(layout, release, result), 60)
+        rc, _, stderr = run_on(conn, keep_script(layout, release, result), 60)
         if rc != 0:
             result["warnings"].append(f"could not keep the result on the host: {stderr.strip()[-200:]}")
     else:
@@ -89,12 +89,13 @@ def office_table(name: str, row: dict[str, Any]) -> Table:
     return table
 
 
-def cmd_office_bench(args: argparse.Namespace, console: Console) -> int:
-    workload = office_workload(args)
-    hosts, services = service_settings(args)
-    human = human_console(args, console)
-    rows = on_each_host(args, hosts, lambda host: office_host(
-        host, args, services[host.name], workload, lambda line: human.print(line, highlight=False, markup=False)))
+def cmd_office_bench(inv: Invocation) -> int:
+    args, console = inv.args, inv.console
+    workload = office_workload(inv)
+    hosts, services = service_settings(inv)
+    human = inv.human
+    rows = on_each_host(inv, hosts, lambda host, conn: office_host(
+        host, conn, services[host.name], workload, lambda line: human.print(line, highlight=False, markup=False)))
     for name, row in rows.items():
         human.print(office_table(name, row))
     document = REDACTOR(json.dumps({"workload": asdict(workload), "hosts": rows}, indent=2))

@@ -14,36 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision import content
 from provision.cli.commands import write_document
+from provision.cli.consoles import plain_console
 from provision.cli.endpoints import SERVING_ROLE, serving_play
-from provision.cli.inputs import (
-    EXIT_FAILED,
-    EXIT_OK,
-    human_console,
-    inventory_sources,
-    load_hosts,
-    playbook_of,
-    plays_of,
-    roles_of,
-    run_label,
-    timeouts_of,
-    trace_of,
-    validated_inventory,
-)
+from provision.cli.inputs import EXIT_FAILED, EXIT_OK, Invocation
 from provision.cli.output import ConsoleReporter, recap_table
 from provision.errors import InputError
-from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host
-from provision.playbook.loader import load_playbook, load_task_file
+from provision.playbook.loader import load_task_file
 from provision.playbook.model import Play, Role, Task
 from provision.playbook.templating import Renderer, TemplateError, make_environment
 from provision.runner.results import Status
-from provision.runner.runner import RunConfig, Runner
+from provision.runner.runner import Runner
 from provision.secrets import REDACTOR
 from provision.settings.variables import host_variables
 from provision.vllm.argv import FlagError, serve_arguments
@@ -67,18 +52,15 @@ def task_file_play(play: Play, role_name: str, file_name: str) -> Play:
                 specs=play.specs, var_lines=play.var_lines)
 
 
-def run_task_file(args: argparse.Namespace, console: Console, role_name: str, file_name: str,
-                  extra: dict[str, Any], lock: bool = False) -> tuple[Runner, Any]:
-    inventory, _ = load_hosts(args)
-    play = task_file_play(serving_play(plays_of(args), playbook_of(args)), role_name, file_name)
-    config = RunConfig(forks=args.forks, limit=args.limit, trust_new_host_keys=args.trust_new_host_keys,
-                       trace=trace_of(args, console),
-                       extra_vars={**parse_extra_vars(args.extra_vars), **extra}, timeouts=timeouts_of(args),
-                       lock=lock, wait_lock_s=getattr(args, "wait_lock", 0), command=run_label(args))
-    with ConsoleReporter(human_console(args, console)) as reporter:
+def run_task_file(inv: Invocation, role_name: str, file_name: str, extra: dict[str, Any],
+                  lock: bool = False) -> tuple[Runner, Any]:
+    inventory, _ = inv.hosts()
+    play = task_file_play(serving_play(inv.plays, inv.playbook), role_name, file_name)
+    config = inv.run_config(extra_vars={**inv.extra_vars, **extra}, lock=lock)
+    with ConsoleReporter(inv.human) as reporter:
         runner = Runner(inventory, config, reporter)
         result = runner.run([play])
-    write_document(args, console, result)
+    write_document(inv, inv.console, result)
     return runner, result
 
 
@@ -108,15 +90,15 @@ def smoke_table(result: Any) -> Table:
     return table
 
 
-def cmd_smoke(args: argparse.Namespace, console: Console) -> int:
-    _, result = run_task_file(args, console, SMOKE_ROLE, "tasks.yaml", {"smoke_every_run": True})
-    human_console(args, console).print(smoke_table(result))
+def cmd_smoke(inv: Invocation) -> int:
+    _, result = run_task_file(inv, SMOKE_ROLE, "tasks.yaml", {"smoke_every_run": True})
+    inv.human.print(smoke_table(result))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def cmd_rollback(args: argparse.Namespace, console: Console) -> int:
-    _, result = run_task_file(args, console, SERVING_ROLE, "rollback.yaml", {}, lock=True)
-    human = human_console(args, console)
+def cmd_rollback(inv: Invocation) -> int:
+    _, result = run_task_file(inv, SERVING_ROLE, "rollback.yaml", {}, lock=True)
+    human = inv.human
     human.print(recap_table(result))
     rolled_back = [name for name, host in result.hosts.items() if host.count(Status.CHANGED)]
     if rolled_back:
@@ -163,21 +145,23 @@ def host_services(play: Play, playbook: Path, hosts: list[Host],
 
 def rendered_arguments(inventory_sources: Path | list[Path], limit: str | None, extra_items: list[str], playbook: Path,
                        roles_dir: Path | None = None) -> dict[str, list[str]]:
+    """`render`'s result for these inputs, as a library call (what `provision render` prints)."""
+    sources = inventory_sources if isinstance(inventory_sources, list) else [inventory_sources]
+    args = argparse.Namespace(command="render", inventory=None, inventory_sources=sources, limit=limit,
+                              extra_vars=extra_items, playbook=playbook, roles_path=roles_dir)
+    return rendered_of(Invocation(args, plain_console()))
+
+
+def rendered_of(inv: Invocation) -> dict[str, list[str]]:
     """Host name -> `vllm serve ...` argv, from the release task's `model` and `flags` (no host touched)."""
-    extra_vars = parse_extra_vars(extra_items)
-    roles_dir = roles_dir or content.roles_path(None, playbook)
-    _, hosts = validated_inventory(inventory_sources, limit, extra_vars, roles_dir, playbook.parent)
-    play = serving_play(load_playbook(playbook, roles_dir), playbook)
-    return {name: argv for name, (_, argv) in host_services(play, playbook, hosts, extra_vars).items()}
+    _, hosts = inv.validated()
+    play = serving_play(inv.plays, inv.playbook)
+    return {name: argv for name, (_, argv) in host_services(play, inv.playbook, hosts, inv.extra_vars).items()}
 
 
-def rendered_of(args: argparse.Namespace) -> dict[str, list[str]]:
-    return rendered_arguments(inventory_sources(args), args.limit, args.extra_vars, playbook_of(args), roles_of(args))
-
-
-def cmd_render(args: argparse.Namespace, console: Console) -> int:
-    rendered = rendered_of(args)
-    if args.json:
+def cmd_render(inv: Invocation) -> int:
+    rendered, console = rendered_of(inv), inv.console
+    if inv.json:
         console.print_json(REDACTOR.json(rendered))
         return EXIT_OK
     for host, argv in rendered.items():

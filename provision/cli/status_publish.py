@@ -11,8 +11,8 @@ HAProxy then; the line `up` prints says which.
 
 from __future__ import annotations
 
-import argparse
 import base64
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from provision.cli.cache_status import cache_hosts, cache_row
 from provision.cli.endpoints import office_gateways, office_url
 from provision.cli.fleet import on_each_host, run_on, status_rows
 from provision.cli.gateway import backend_names
-from provision.cli.inputs import playbook_of
+from provision.cli.inputs import Invocation
 from provision.inventory.model import Inventory
 from provision.playbook.model import Play
 from provision.runner.results import RunResult
@@ -39,7 +39,7 @@ def publish_script(page_path: str, config_path: str, page: str) -> str:
     return f"set -- {' '.join(quote(word) for word in words)}\n{body}"
 
 
-def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Play], result: RunResult,
+def publish_lines(inv: Invocation, inventory: Inventory, plays: list[Play], result: RunResult,
                   extra_vars: dict[str, Any]) -> list[str]:
     """For each office gateway whose run included its role and did not fail: the page published, and
     one line that says whether it changed (not in check mode: nothing is written then)."""
@@ -47,13 +47,14 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
         return []
     lines: list[str] = []
     caches: dict[str, dict[str, Any]] | None = None  # read once, for the first gateway that needs them
-    for name, gateway, variables in office_gateways(plays, playbook_of(args), inventory, result, extra_vars):
+    for name, gateway, variables in office_gateways(plays, inv.playbook, inventory, result, extra_vars):
         names = backend_names(inventory, gateway)
         rows: dict[str, dict[str, Any]] = {}
         if names:
-            _, rows = status_rows(argparse.Namespace(**{**vars(args), "limit": ",".join(names)}))
+            _, rows = status_rows(inv.selecting(",".join(names)))
         if caches is None:
-            caches = on_each_host(args, cache_hosts(inventory.hosts), lambda host: cache_row(host, args, run_on))
+            caches = on_each_host(inv, cache_hosts(inventory.hosts), lambda host, conn: cache_row(
+                host, partial(run_on, conn)))
         page = render_page(REDACTOR.document(rows), live=LIVE, caches=REDACTOR.document(caches))
         url = office_url(gateway, variables, "/status")
         if len(page.encode()) > MAX_PAGE_BYTES:
@@ -62,7 +63,11 @@ def publish_lines(args: argparse.Namespace, inventory: Inventory, plays: list[Pl
             continue
         script = publish_script(str(variables["office_gateway_status_page"]), str(variables["office_gateway_config"]),
                                 page)
-        rc, stdout, stderr = run_on(gateway, args, script, 60)
+        published = inv.read_each([gateway], lambda _, conn: run_on(conn, script, 60))[gateway.name]  # noqa: B023
+        if published.exception is not None:
+            raise published.exception
+        assert published.value is not None
+        rc, stdout, stderr = published.value
         said = stdout.strip().splitlines()[-1:] or [""]
         if rc == 0 and said[0] in ("status page written", "status page unchanged"):
             cached = f", office cache {', '.join(caches)}" if caches else ""

@@ -8,48 +8,42 @@ the network and the hosts.
 
 from __future__ import annotations
 
-import argparse
-
 from rich.console import Console
 
-from provision.cli.inputs import human_console, load_hosts, plays_of, timeouts_of, trace_of
-from provision.inventory.extra_vars import parse_extra_vars
-from provision.inventory.model import Host, Inventory
+from provision.cli.inputs import Invocation
 from provision.office_gateway.keys import prepare as prepare_office_keys
 from provision.office_gateway.users import store_path
-from provision.playbook.model import Play
-from provision.runner.batches import parse_serial
 from provision.runner.connect import EarlyConnections, connect, first_batch
 
 
-def cmd_up(args: argparse.Namespace, console: Console) -> int:
+def cmd_up(inv: Invocation) -> int:
+    args = inv.args
     if args.list_hosts or args.list_tasks:
         from provision.cli.commands import list_plays
 
-        return list_plays(args, console)
-    inventory, hosts = load_hosts(args)
-    plays = plays_of(args)
-    made = prepare_office_keys(inventory, hosts, parse_extra_vars(args.extra_vars), args.check)  # before contact
-    show_new_keys(human_console(args, console), made)
+        return list_plays(inv)
+    inventory, hosts = inv.hosts()
+    inv.plays  # read and checked before anything is made or contacted  # noqa: B018
+    made = prepare_office_keys(inventory, hosts, inv.extra_vars, args.check)  # before contact
+    show_new_keys(inv.human, made)
     early = None
     if not args.bundle:  # a bundle is copied to each host first, on connections of its own
-        early = start_connecting(args, console, inventory, hosts, plays)
+        early = start_connecting(inv)
     try:
         from provision.cli.commands import converge
 
-        return converge(args, console, inventory, hosts, plays, early)
+        return converge(inv, early)
     finally:
         if early is not None:
             early.close_unused()
 
 
-def start_connecting(args: argparse.Namespace, console: Console, inventory: Inventory, hosts: list[Host],
-                     plays: list[Play]) -> EarlyConnections:
+def start_connecting(inv: Invocation) -> EarlyConnections:
     """The connections of the hosts the run opens first, started now in the background."""
-    serial = parse_serial(args.serial) if args.serial else None
-    trace, timeouts = trace_of(args, console), timeouts_of(args)
-    return EarlyConnections(first_batch(inventory, plays, hosts, serial),
-                            lambda host: connect(host, args.trust_new_host_keys, trace, timeouts))
+    inventory, hosts = inv.hosts()
+    trust, trace, timeouts = inv.args.trust_new_host_keys, inv.trace, inv.timeouts
+    return EarlyConnections(first_batch(inventory, inv.plays, hosts, inv.serial),
+                            lambda host: connect(host, trust, trace, timeouts))
 
 
 def show_new_keys(console: Console, made: dict[str, dict[str, str]]) -> None:

@@ -11,18 +11,15 @@ of the host set the same variable, the later play's value is shown.
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
 import jinja2
-from rich.console import Console
 from rich.table import Table
 
 from provision import content
-from provision.cli.inputs import EXIT_OK, inventory_sources, playbook_of, plays_of, roles_of, validated_inventory
+from provision.cli.inputs import EXIT_OK, Invocation
 from provision.errors import InputError
-from provision.inventory.extra_vars import parse_extra_vars
 from provision.inventory.model import Host, Inventory
 from provision.playbook.templating import Renderer, TemplateError, facts_read, make_environment
 from provision.secrets import MASK, REDACTOR, Secret
@@ -93,11 +90,9 @@ def shown_value(row: dict[str, Any]) -> str:
     return json.dumps(value, default=str) if not isinstance(value, str) else value
 
 
-def cmd_vars(args: argparse.Namespace, console: Console) -> int:
-    extra_vars = parse_extra_vars(args.extra_vars)
-    roles_dir = roles_of(args)
-    inventory, hosts = validated_inventory(inventory_sources(args), args.limit, extra_vars, roles_dir,
-                                           playbook_of(args).parent)
+def cmd_vars(inv: Invocation) -> int:
+    args, console, extra_vars, roles_dir = inv.args, inv.console, inv.extra_vars, inv.roles
+    inventory, hosts = inv.validated()
     if args.host:
         names = [host.name for host in inventory.hosts]
         if args.host not in names:
@@ -107,7 +102,7 @@ def cmd_vars(args: argparse.Namespace, console: Console) -> int:
     specs = load_specs([roles_dir])
     secret_names = {name for name, option in specs.options.items() if option.secret}
     defaults = RoleDefaults.read(roles_dir)
-    plays = plays_of(args)
+    plays = inv.plays
     rows: dict[str, dict[str, dict[str, Any]]] = {}
     for host in hosts:
         in_plays = [play for play in plays if host in inventory.play_hosts(play.hosts)]

@@ -162,7 +162,7 @@ class Inventory:
     def check_lookups(self, hosts: list[Host]) -> None:
         """Refuse (InputError at file:line) a selected host with a variable that needs a lookup
         provision does not run (a vault, `pipe`), found without rendering anything."""
-        from provision.playbook.lookups import refused_lookup  # here: reading an inventory parses no template
+        from provision.lookups import refused_lookup  # here: reading an inventory parses no template
 
         for host in hosts:
             for key, value in self.hostvars.get(host.name, {}).items():

@@ -34,8 +34,8 @@ from provision.inventory.settings import check_setting
 from provision.inventory.sources import read_sources
 from provision.inventory.vars import mark_secrets
 from provision.inventory.vars_files import VarsLayer, read_vars_files
-from provision.playbook.lookups import refused_lookup
-from provision.playbook.sandbox import BoundedSandbox
+from provision.lookups import refused_lookup
+from provision.sandbox import BoundedSandbox
 from provision.secrets import Secret
 
 LOGIN_PASSWORD = "password logins are not supported: use a key (ansible_ssh_private_key_file) or the ssh agent"

@@ -28,7 +28,7 @@ from jinja2.exceptions import TemplateSyntaxError
 from jinja2.parser import Parser
 
 from provision import controller_cache
-from provision.playbook.sandbox import BoundedSandbox
+from provision.sandbox import BoundedSandbox
 from provision.secrets import REDACTOR
 
 _HERE = Path(__file__).parent

@@ -22,9 +22,9 @@ import jinja2
 import yaml
 
 from provision import escape, products
-from provision.playbook.sandbox import RUNAWAY, runaway
 from provision.playbook.template_cache import CachingEnvironment
 from provision.playbook.unsafe import UnsafeText
+from provision.sandbox import RUNAWAY, runaway
 from provision.secrets import Secret, reveal
 from provision.shell import quote
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from provision.secrets import REDACTOR
 
@@ -64,6 +64,23 @@ class HostResult:
             "not_checked": self.count(Status.NOT_CHECKED),
             "unreachable": 1 if self.unreachable else 0,
         }
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Reading(Generic[T]):
+    """What a read-only task (`Runner.read_each`) got from one host: its value, or the error that
+    stopped it (`unreachable` when the host could not be reached or went silent)."""
+
+    host: str
+    value: T | None = None
+    error: str | None = None
+    unreachable: bool = False
+    elapsed: float = 0.0
+    round_trips: int = 0
+    exception: Exception | None = field(default=None, repr=False)  # for a caller that stops at it
 
 
 @dataclass

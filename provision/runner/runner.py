@@ -7,7 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from provision import interrupt
 from provision.connection.base import Connection
@@ -20,10 +20,12 @@ from provision.runner.connect import MAX_CONNECTING, EarlyConnections, Timeouts,
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.probe_memory import ProbeMemory, secret_values, selected_tasks
-from provision.runner.results import HostResult, RunResult
+from provision.runner.results import HostResult, Reading, RunResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
 from provision.settings.variables import host_variables, inventory_variables
+
+T = TypeVar("T")
 
 INTERRUPTED = "interrupted (Ctrl-C): no new task was started; the changes in flight finished"
 
@@ -187,3 +189,32 @@ class Runner:
         result.elapsed += time.monotonic() - started
         result.round_trips = state.round_trips
         self.reporter.host_finished(host.name, result)
+
+    def read_each(self, hosts: list[Host], task: Callable[[Host, Connection], T]) -> dict[str, Reading[T]]:
+        """Read-only tasks (`facts`, `status`, `bench`): `task(host, connection)` on each host, in the
+        run's batches (`serial`) and `forks` at a time, on a connection opened as a play's is (host keys,
+        timeouts, the -v trace) and closed after; no run lock, no facts, nothing changed. A host that
+        cannot be reached, or whose task fails (ProvisionError, or ValueError for output it could not
+        read), is a reading with its error; any other exception is a bug and propagates."""
+        def read(host: Host) -> Reading[T]:
+            reading: Reading[T] = Reading(host.name)
+            started = time.monotonic()
+            conn: Connection | None = None
+            try:
+                conn = self.connector(host)()
+                reading.value = task(host, conn)
+            except (ProvisionError, ValueError) as error:
+                reading.error, reading.exception = REDACTOR(str(error)), error
+                reading.unreachable = isinstance(error, HostUnreachable)
+            finally:
+                if conn is not None:
+                    reading.round_trips = conn.round_trips
+                    conn.close()
+            reading.elapsed = time.monotonic() - started
+            return reading
+
+        readings: dict[str, Reading[T]] = {}
+        for batch in batches(hosts, self.config.serial):
+            with ThreadPoolExecutor(max_workers=max(1, self.config.forks)) as pool:
+                readings.update((reading.host, reading) for reading in pool.map(read, batch))
+        return readings

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from provision.bundle.apt_repo import AptProgress
-from provision.bundle.build import target_facts
 from provision.bundle.manifest import Manifest
 from provision.bundle.needs import HostNeeds, Weights, host_needs
 from provision.bundle.weights import api_path, fetch, file_list, resolve_path
+from provision.cli.bundle import target_facts
 from provision.connection.local import LocalConnection
 from provision.errors import CommandFailed, ProvisionError, TaskFailed
 from provision.facts.model import HostFacts, OsInfo

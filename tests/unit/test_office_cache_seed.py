@@ -5,7 +5,6 @@ cache, not through its apt proxy."""
 
 from __future__ import annotations
 
-import argparse
 import http.server
 import json
 import subprocess
@@ -22,8 +21,10 @@ from provision.bundle.seed import docker_hub_path, seed_images
 from provision.inventory.loader import load_inventory
 from provision.playbook.loader import load_playbook
 from provision.playbook.templating import Renderer, make_environment
+from provision.runner import runner
+from provision.runner.events import SilentReporter
 from provision.runner.host_run import RunOptions
-from provision.runner.runner import Timeouts
+from provision.runner.runner import RunConfig, Runner
 from provision.settings.variables import host_variables, inventory_variables
 from tests.unit.test_roles_gpu_support import REPO, SITE, facts, render
 
@@ -70,16 +71,18 @@ def seeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         return offline.HostView(needs, MANIFEST, "KEY")
 
     class NoConnection:
+        round_trips = 0
+
         def close(self) -> None:
             pass
 
     monkeypatch.setattr(offline, "read_host", read_host)
-    monkeypatch.setattr(offline, "connect", lambda *args: NoConnection())
+    monkeypatch.setattr(runner, "connect", lambda *args: NoConnection())
     monkeypatch.setattr(offline.manifests, "load", lambda path: MANIFEST)
-    args = argparse.Namespace(bundle=str(tmp_path / "bundle"), trust_new_host_keys=False, forks=2)
-    variable = offline.offline_bundle_variable(args, inventory, inventory.hosts, plays, {}, RunOptions(),
-                                               Timeouts())
-    return {"inventory": inventory, "plays": plays, "offline_bundle": variable}
+    read_each = Runner(inventory, RunConfig(forks=2), SilentReporter()).read_each
+    variable = offline.offline_bundle_variable(str(tmp_path / "bundle"), read_each, inventory, inventory.hosts, plays,
+                                               {}, RunOptions())
+    return {"inventory": inventory, "plays": plays, "offline_bundle": variable, "read_each": read_each}
 
 
 def test_the_cache_host_gets_every_file_and_the_others_none(seeded) -> None:
@@ -92,10 +95,9 @@ def test_the_cache_host_gets_every_file_and_the_others_none(seeded) -> None:
 
 
 def test_a_bundle_on_the_hosts_cannot_seed_the_cache(seeded, tmp_path: Path) -> None:
-    args = argparse.Namespace(bundle="host:/media/usb/bundle", trust_new_host_keys=False, forks=2)
     with pytest.raises(offline.InputError, match="the office cache nas is seeded from a bundle on this machine"):
-        offline.offline_bundle_variable(args, seeded["inventory"], seeded["inventory"].hosts, seeded["plays"], {},
-                                        RunOptions(), Timeouts())
+        offline.offline_bundle_variable("host:/media/usb/bundle", seeded["read_each"], seeded["inventory"],
+                                        seeded["inventory"].hosts, seeded["plays"], {}, RunOptions())
 
 
 def rendered(seeded: dict[str, Any], play_name: str, host: str, roles: tuple[str, ...] = ("offline_bundle",),

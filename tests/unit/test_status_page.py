@@ -3,7 +3,6 @@ host text escaped, no network needed, and the charts really drawn in a headless 
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import re
@@ -154,8 +153,7 @@ CACHE_OUTPUT = Path(__file__).parent / "fixtures/recorded/office_cache_status.tx
 def cache_rows(output: str | None = None) -> dict:
     """The `office_cache` rows `provision status --json` (and `up`'s publish step) make of the output."""
     text = CACHE_OUTPUT.read_text() if output is None else output
-    return {"acache-1": cache_row(Host(name="acache-1", address="127.0.0.1"), argparse.Namespace(),
-                                  lambda *_: (0, text, ""))}
+    return {"acache-1": cache_row(Host(name="acache-1", address="127.0.0.1"), lambda *_: (0, text, ""))}
 
 
 def test_the_live_page_shows_the_office_cache_figures_as_up_read_them_and_when() -> None:

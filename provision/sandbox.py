@@ -28,7 +28,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import generate_lorem_ipsum
 
-from provision.playbook.lookups import lookup, query
+from provision.lookups import lookup, query
 
 #: loop iterations one render may make, a call counting as CALL_STEPS of them (about 0.2 s of loops or
 #: 0.6 s of macro calls on the 2-core lab machine; a role's largest template makes a few hundred)
