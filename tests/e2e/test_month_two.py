@@ -10,14 +10,14 @@ One module fixture walks the months; each test asserts one thing of what it left
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import Run, provision
-from tests.lab import Lab, LabHost
+from tests.e2e.helpers import provision
+from tests.e2e.month_walk_support import BOOT_ID, SMI, UNATTENDED_UPGRADES, Timer, model_started, reboot, sh, up
+from tests.lab import Lab
 from tests.lab.laptop import ubuntu_laptop
 from tests.lab.net import MACHINE_FROM_HOSTS, free_port
 from tests.standins.hub.cli import start_hub
@@ -33,38 +33,12 @@ HF_TOKEN = "hf_standin_" + secrets.token_hex(12)
 FIRST_ARCHIVE_PORT = 18990
 DRIVER = ("dpkg-query -W -f='${Package} ${Version}\\n' 'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' "
           "'linux-image-*' 2>/dev/null | grep -v ' $' | sort")
-SMI = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
-# what apt-daily.service and apt-daily-upgrade.service run on Ubuntu (apt.systemd.daily: update, then
-# unattended-upgrade)
-UNATTENDED_UPGRADES = "apt-get update -qq && unattended-upgrade -v"
-
-
-def sh(host: LabHost, command: str) -> str:
-    rc, output = host.exec(command)
-    assert rc == 0, f"{command}: {output}"
-    return output.strip()
-
-
-def model_started(host: LabHost) -> str:
-    return sh(host, "docker inspect -f '{{.State.StartedAt}}' vllm")
-
-
-def reboot(host: LabHost) -> None:
-    """`systemctl reboot` inside; the lab's supervisor starts the host again (tests/lab/supervisor.py)."""
-    started = host.container.attrs["State"]["StartedAt"]
-    host.exec("systemctl reboot")
-    deadline = time.monotonic() + 90
-    while host.container.attrs["State"]["StartedAt"] == started:
-        assert time.monotonic() < deadline, "the host did not come back after the reboot"
-        time.sleep(0.3)
-    host.wait_for_ssh()
-    host.exec("systemctl is-system-running --wait")
 
 
 @pytest.fixture(scope="module")
 def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("month-two")
-    started = time.monotonic()
+    timer = Timer()
     archive = UbuntuArchive(tmp / "archive")
     archive.publish("one")
     port = free_port(FIRST_ARCHIVE_PORT, set())
@@ -72,7 +46,7 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
     hub = start_hub(tmp / "hub", repo_id=REPO, options=HubOptions(token=HF_TOKEN))
     images = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
                           behaviours=("ok",), env={"STANDIN_READY_DELAY": "1"}, log=lambda _: None)
-    images_built = time.monotonic() - started
+    timer.mark("images")
     try:
         host = ubuntu_laptop(lab, tmp / "traits", HostTraits(secure_boot=True), port, archive.keyring)
         inventory = gpu_inventory(
@@ -81,53 +55,37 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
             office_cache_trusted=True, vllm_image=images["ok"], vllm_ready_timeout=180, smoke_timeout=60,
             preflight_min_free_gib=5)
         seen: dict[str, Any] = {"host": host}
-
-        timings = [f"images {images_built:.0f} s"]
-
-        def up(name: str) -> Run:
-            run = provision("up", str(inventory), json_path=tmp / f"{name}.json")
-            (tmp / f"{name}.out").write_text(run.output)
-            changed = run.changed_tasks(host.name) if run.results else "-"
-            print(f"\n--- {name}: exit {run.returncode}, changed: {changed}")
-            if run.returncode:
-                print(run.output[-2500:])
-            mark(name)
-            return run
-
-        def mark(step: str) -> None:
-            timings.append(f"{step} {time.monotonic() - started:.0f} s")
-
-        mark("laptop ready")
+        timer.mark("laptop ready")
 
         # day one
-        seen["day_one"] = day_one = up("day-one")
+        seen["day_one"] = day_one = up(inventory, host, tmp, "day-one", timer)
         assert day_one.returncode == 0, day_one.output[-6000:]
         seen["day_one_smi"] = sh(host, SMI)
         # a month later: -security has kernel ABI 41 and its signed modules, built against the 580 SRU
         archive.publish("two")
         seen["upgrade_two"] = sh(host, UNATTENDED_UPGRADES)
         seen["before_reboot"] = sh(host, DRIVER)
-        mark("unattended-upgrades")
+        timer.mark("unattended-upgrades")
         # the new userspace beside the old module: nvidia-smi exits 18 until the reboot; what would a run do?
         seen["smi_before_reboot"] = host.exec(SMI)
         seen["check_before_reboot"] = provision("up", str(inventory), "--check", json_path=tmp / "check.json")
         reboot(host)
-        mark("reboot")
+        timer.mark("reboot")
         seen["booted"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
         seen["after_reboot_smi"] = host.exec(SMI)
         seen["model_after_reboot"] = host.exec("systemctl is-active vllm.service")[1].strip()
         seen["started_after_reboot"] = model_started(host)
-        seen["month_two"] = up("month-two")
+        seen["month_two"] = up(inventory, host, tmp, "month-two", timer)
         seen["after_up"] = sh(host, DRIVER)
         seen["started_after_up"] = model_started(host)
         # month three: ABI 42 is out, its signed module is not
         archive.publish("three")
         sh(host, UNATTENDED_UPGRADES)
-        seen["boot_id_three"] = sh(host, "cat /proc/sys/kernel/random/boot_id")
-        seen["month_three"] = up("month-three")
-        seen["boot_id_after_three"] = sh(host, "cat /proc/sys/kernel/random/boot_id")
+        seen["boot_id_three"] = sh(host, BOOT_ID)
+        seen["month_three"] = up(inventory, host, tmp, "month-three", timer)
+        seen["boot_id_after_three"] = sh(host, BOOT_ID)
         seen["booted_after_three"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
-        print(f"\nmonth two walk: {', '.join(timings)}")
+        print(f"\nmonth two walk: {timer}")
         yield seen
     finally:
         hub.stop()
