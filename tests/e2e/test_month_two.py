@@ -1,6 +1,8 @@
 """Month two on an Ubuntu laptop (issue 21): the GPU keeps serving through a kernel update, the 580
 SRU that comes with it, unattended-upgrades and a reboot; month three's kernel without its signed
-module stops the next run before a reboot would boot it.
+module stops the next run before a reboot would boot it. Through it all NVIDIA's repository has a
+container toolkit newer than the one pinned (1.18.2-1 against 1.18.0-1, the issue's case): it is not
+taken in the background, and the next run neither downgrades it back nor restarts docker and the model.
 
 The laptop is Ubuntu-shaped (tests/lab/laptop.py: ubuntu_laptop) and fed by the stand-in noble archive
 (tests/standins/ubuntu), which publishes what each month brings; unattended-upgrades is the real one.
@@ -31,6 +33,9 @@ pytestmark = pytest.mark.lab
 REPO = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
 HF_TOKEN = "hf_standin_" + secrets.token_hex(12)
 FIRST_ARCHIVE_PORT = 18990
+TOOLKIT_PIN, TOOLKIT_NEWER = "1.18.0-1", "1.18.2-1"  # both in the NVIDIA stand-in repository (catalogue.py)
+TOOLKIT = ("dpkg-query -W -f='${Version}\\n' nvidia-container-toolkit; apt-cache madison nvidia-container-toolkit; "
+           "apt-mark showhold")
 DRIVER = ("dpkg-query -W -f='${Package} ${Version}\\n' 'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' "
           "'linux-image-*' 2>/dev/null | grep -v ' $' | sort")
 
@@ -53,7 +58,7 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
             tmp / "inventory.yaml", [host], nvidia_driver_signed_modules=True, nvidia_reboot="auto",
             hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", hf_token=HF_TOKEN,
             office_cache_trusted=True, vllm_image=images["ok"], vllm_ready_timeout=180, smoke_timeout=60,
-            preflight_min_free_gib=5)
+            preflight_min_free_gib=5, nvidia_container_toolkit_version=TOOLKIT_PIN)
         seen: dict[str, Any] = {"host": host}
         timer.mark("laptop ready")
 
@@ -65,6 +70,7 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
         archive.publish("two")
         seen["upgrade_two"] = sh(host, UNATTENDED_UPGRADES)
         seen["before_reboot"] = sh(host, DRIVER)
+        seen["toolkit_two"] = sh(host, TOOLKIT)
         timer.mark("unattended-upgrades")
         # the new userspace beside the old module: nvidia-smi exits 18 until the reboot; what would a run do?
         seen["smi_before_reboot"] = host.exec(SMI)
@@ -126,6 +132,16 @@ def test_the_next_up_downgrades_nothing_and_does_not_restart_the_model(months):
     assert run.changed_tasks(name) == []
     assert months["after_up"] == months["before_reboot"]
     assert months["started_after_up"] == months["started_after_reboot"]
+
+
+def test_the_newer_toolkit_is_not_taken_in_the_background_nor_flip_flopped_by_the_next_up(months):
+    # NVIDIA's repository offers the newer one, the pinned one stays installed and held (trap 2)
+    lines = months["toolkit_two"].splitlines()
+    assert lines[0] == TOOLKIT_PIN
+    assert any(line.split("|")[1].strip() == TOOLKIT_NEWER for line in lines if line.count("|") == 2), lines
+    assert "nvidia-container-toolkit" in lines
+    # after the next up (which changes nothing: the test above) the same toolkit is there
+    assert f"nvidia-container-toolkit {TOOLKIT_PIN}" in months["after_up"]
 
 
 def test_a_kernel_without_its_signed_module_stops_the_run_before_a_reboot(months):
