@@ -1,6 +1,8 @@
 """Month two on an Ubuntu laptop (issue 21): the GPU keeps serving through a kernel update, the 580
 SRU that comes with it, unattended-upgrades and a reboot; month three's kernel without its signed
-module stops the next run before a reboot would boot it.
+module stops the next run before a reboot would boot it. Through it all NVIDIA's repository has a
+container toolkit newer than the one pinned (1.18.2-1 against 1.18.0-1, the issue's case): it is not
+taken in the background, and the next run neither downgrades it back nor restarts docker and the model.
 
 The laptop is Ubuntu-shaped (tests/lab/laptop.py: ubuntu_laptop) and fed by the stand-in noble archive
 (tests/standins/ubuntu), which publishes what each month brings; unattended-upgrades is the real one.
@@ -10,14 +12,14 @@ One module fixture walks the months; each test asserts one thing of what it left
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import Run, provision
-from tests.lab import Lab, LabHost
+from tests.e2e.helpers import provision
+from tests.e2e.month_walk_support import BOOT_ID, SMI, UNATTENDED_UPGRADES, Timer, model_started, reboot, sh, up
+from tests.lab import Lab
 from tests.lab.laptop import ubuntu_laptop
 from tests.lab.net import MACHINE_FROM_HOSTS, free_port
 from tests.standins.hub.cli import start_hub
@@ -31,40 +33,17 @@ pytestmark = pytest.mark.lab
 REPO = "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"
 HF_TOKEN = "hf_standin_" + secrets.token_hex(12)
 FIRST_ARCHIVE_PORT = 18990
+TOOLKIT_PIN, TOOLKIT_NEWER = "1.18.0-1", "1.18.2-1"  # both in the NVIDIA stand-in repository (catalogue.py)
+TOOLKIT = ("dpkg-query -W -f='${Version}\\n' nvidia-container-toolkit; apt-cache madison nvidia-container-toolkit; "
+           "apt-mark showhold")
 DRIVER = ("dpkg-query -W -f='${Package} ${Version}\\n' 'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' "
           "'linux-image-*' 2>/dev/null | grep -v ' $' | sort")
-SMI = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
-# what apt-daily.service and apt-daily-upgrade.service run on Ubuntu (apt.systemd.daily: update, then
-# unattended-upgrade)
-UNATTENDED_UPGRADES = "apt-get update -qq && unattended-upgrade -v"
-
-
-def sh(host: LabHost, command: str) -> str:
-    rc, output = host.exec(command)
-    assert rc == 0, f"{command}: {output}"
-    return output.strip()
-
-
-def model_started(host: LabHost) -> str:
-    return sh(host, "docker inspect -f '{{.State.StartedAt}}' vllm")
-
-
-def reboot(host: LabHost) -> None:
-    """`systemctl reboot` inside; the lab's supervisor starts the host again (tests/lab/supervisor.py)."""
-    started = host.container.attrs["State"]["StartedAt"]
-    host.exec("systemctl reboot")
-    deadline = time.monotonic() + 90
-    while host.container.attrs["State"]["StartedAt"] == started:
-        assert time.monotonic() < deadline, "the host did not come back after the reboot"
-        time.sleep(0.3)
-    host.wait_for_ssh()
-    host.exec("systemctl is-system-running --wait")
 
 
 @pytest.fixture(scope="module")
 def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("month-two")
-    started = time.monotonic()
+    timer = Timer()
     archive = UbuntuArchive(tmp / "archive")
     archive.publish("one")
     port = free_port(FIRST_ARCHIVE_PORT, set())
@@ -72,62 +51,47 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
     hub = start_hub(tmp / "hub", repo_id=REPO, options=HubOptions(token=HF_TOKEN))
     images = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
                           behaviours=("ok",), env={"STANDIN_READY_DELAY": "1"}, log=lambda _: None)
-    images_built = time.monotonic() - started
+    timer.mark("images")
     try:
         host = ubuntu_laptop(lab, tmp / "traits", HostTraits(secure_boot=True), port, archive.keyring)
         inventory = gpu_inventory(
             tmp / "inventory.yaml", [host], nvidia_driver_signed_modules=True, nvidia_reboot="auto",
             hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", hf_token=HF_TOKEN,
             office_cache_trusted=True, vllm_image=images["ok"], vllm_ready_timeout=180, smoke_timeout=60,
-            preflight_min_free_gib=5)
+            preflight_min_free_gib=5, nvidia_container_toolkit_version=TOOLKIT_PIN)
         seen: dict[str, Any] = {"host": host}
-
-        timings = [f"images {images_built:.0f} s"]
-
-        def up(name: str) -> Run:
-            run = provision("up", str(inventory), json_path=tmp / f"{name}.json")
-            (tmp / f"{name}.out").write_text(run.output)
-            changed = run.changed_tasks(host.name) if run.results else "-"
-            print(f"\n--- {name}: exit {run.returncode}, changed: {changed}")
-            if run.returncode:
-                print(run.output[-2500:])
-            mark(name)
-            return run
-
-        def mark(step: str) -> None:
-            timings.append(f"{step} {time.monotonic() - started:.0f} s")
-
-        mark("laptop ready")
+        timer.mark("laptop ready")
 
         # day one
-        seen["day_one"] = day_one = up("day-one")
+        seen["day_one"] = day_one = up(inventory, host, tmp, "day-one", timer)
         assert day_one.returncode == 0, day_one.output[-6000:]
         seen["day_one_smi"] = sh(host, SMI)
         # a month later: -security has kernel ABI 41 and its signed modules, built against the 580 SRU
         archive.publish("two")
         seen["upgrade_two"] = sh(host, UNATTENDED_UPGRADES)
         seen["before_reboot"] = sh(host, DRIVER)
-        mark("unattended-upgrades")
+        seen["toolkit_two"] = sh(host, TOOLKIT)
+        timer.mark("unattended-upgrades")
         # the new userspace beside the old module: nvidia-smi exits 18 until the reboot; what would a run do?
         seen["smi_before_reboot"] = host.exec(SMI)
         seen["check_before_reboot"] = provision("up", str(inventory), "--check", json_path=tmp / "check.json")
         reboot(host)
-        mark("reboot")
+        timer.mark("reboot")
         seen["booted"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
         seen["after_reboot_smi"] = host.exec(SMI)
         seen["model_after_reboot"] = host.exec("systemctl is-active vllm.service")[1].strip()
         seen["started_after_reboot"] = model_started(host)
-        seen["month_two"] = up("month-two")
+        seen["month_two"] = up(inventory, host, tmp, "month-two", timer)
         seen["after_up"] = sh(host, DRIVER)
         seen["started_after_up"] = model_started(host)
         # month three: ABI 42 is out, its signed module is not
         archive.publish("three")
         sh(host, UNATTENDED_UPGRADES)
-        seen["boot_id_three"] = sh(host, "cat /proc/sys/kernel/random/boot_id")
-        seen["month_three"] = up("month-three")
-        seen["boot_id_after_three"] = sh(host, "cat /proc/sys/kernel/random/boot_id")
+        seen["boot_id_three"] = sh(host, BOOT_ID)
+        seen["month_three"] = up(inventory, host, tmp, "month-three", timer)
+        seen["boot_id_after_three"] = sh(host, BOOT_ID)
         seen["booted_after_three"] = sh(host, "cat /run/ubuntu-standin/booted-kernel")
-        print(f"\nmonth two walk: {', '.join(timings)}")
+        print(f"\nmonth two walk: {timer}")
         yield seen
     finally:
         hub.stop()
@@ -168,6 +132,16 @@ def test_the_next_up_downgrades_nothing_and_does_not_restart_the_model(months):
     assert run.changed_tasks(name) == []
     assert months["after_up"] == months["before_reboot"]
     assert months["started_after_up"] == months["started_after_reboot"]
+
+
+def test_the_newer_toolkit_is_not_taken_in_the_background_nor_flip_flopped_by_the_next_up(months):
+    # NVIDIA's repository offers the newer one, the pinned one stays installed and held (trap 2)
+    lines = months["toolkit_two"].splitlines()
+    assert lines[0] == TOOLKIT_PIN
+    assert any(line.split("|")[1].strip() == TOOLKIT_NEWER for line in lines if line.count("|") == 2), lines
+    assert "nvidia-container-toolkit" in lines
+    # after the next up (which changes nothing: the test above) the same toolkit is there
+    assert f"nvidia-container-toolkit {TOOLKIT_PIN}" in months["after_up"]
 
 
 def test_a_kernel_without_its_signed_module_stops_the_run_before_a_reboot(months):

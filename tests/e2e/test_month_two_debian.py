@@ -1,32 +1,34 @@
-"""Month two on a Debian 12 laptop (issue 21): the driver from NVIDIA's repository is a DKMS module, held
-at its 580 release; a month's kernel update from -security is rebuilt for by the real dkms through its
-kernel hooks while unattended-upgrades installs it, the reboot boots it and the GPU serves with no run
-of ours. Month three's kernel, on which the held module's DKMS build fails (pop-os/pop#3811): dkms's
-hook fails its headers package, which dpkg leaves half-configured (unattended-upgrades says so in its own
-log only), and the next run stops naming the kernel before a reboot would boot it, instead of on the
-errors of dpkg's repair in the first apt task.
+"""Month two on a Debian 12 laptop and on a Debian 13 one (issue 21): the driver from NVIDIA's repository
+is a DKMS module, held at its 580 release; a month's kernel update from -security is rebuilt for by the
+real dkms through its kernel hooks while unattended-upgrades installs it, the reboot boots it and the
+GPU serves with no run of ours. Month three's kernel, on which the held module's DKMS build fails
+(pop-os/pop#3811): dkms's hook fails its headers package, which dpkg leaves half-configured
+(unattended-upgrades says so in its own log only), and the next run stops naming the kernel before a
+reboot would boot it, instead of on the errors of dpkg's repair in the first apt task.
+
+Debian 13 walks the same months with its own kernels (6.12.<N>+deb13), its kernel packages' hooks (run
+through linux-base's linux-run-hooks) and its dkms (3.2); tests/standins/debian/SOURCES.md says where
+each name and script comes from.
 
 The laptop is tests/lab/laptop.py: debian_laptop, fed by the stand-in security archive
 (tests/standins/debian) and the NVIDIA stand-in repository built with a real DKMS source package
 (build_repo(..., dkms=True)). dkms, apt, unattended-upgrades and systemd are the real ones. One module
-fixture walks the months; each test asserts one thing of what it left.
+fixture per Debian release walks the months; each test asserts one thing of what it left.
 """
 
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.helpers import Run, provision
-from tests.e2e.test_month_two import UNATTENDED_UPGRADES, model_started, reboot, sh
+from tests.e2e.month_walk_support import BOOT_ID, SMI, UNATTENDED_UPGRADES, Timer, model_started, reboot, sh, up
 from tests.lab import Lab
 from tests.lab.laptop import debian_laptop
 from tests.lab.net import MACHINE_FROM_HOSTS, free_port
-from tests.standins.debian import MONTHS, DebianSecurityArchive
+from tests.standins.debian import RELEASES, DebianSecurityArchive
 from tests.standins.hub.cli import start_hub
 from tests.standins.hub.server import HubOptions
 from tests.standins.nvidia import HostTraits, build_repo, serve
@@ -40,16 +42,16 @@ FIRST_PORT = 19010
 DRIVER = "580.105.08"  # the stand-in repository's newest 580 (tests/standins/nvidia/catalogue.py)
 PACKAGES = ("dpkg-query -W -f='${Package} ${Version}\\n' 'nvidia-*' 'libnvidia-*' 'linux-image-*' "
             "'linux-headers-*' 2>/dev/null | grep -v ' $' | sort")
-SMI = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
 BOOTED = "cat /run/kernel-standin/booted-kernel"
-BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
 
 
-@pytest.fixture(scope="module")
-def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("month-two-debian")
-    started = time.monotonic()
-    archive = DebianSecurityArchive(tmp / "archive")
+@pytest.fixture(scope="module", params=["bookworm", "trixie"])
+def months(request, lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    suite = request.param
+    release = RELEASES[suite]
+    tmp = tmp_path_factory.mktemp(f"month-two-{suite}")
+    timer = Timer()
+    archive = DebianSecurityArchive(tmp / "archive", suite)
     archive.publish("one")
     archive_port = free_port(FIRST_PORT, set())
     archive_server = serve(archive.root.parent, archive_port)
@@ -59,15 +61,11 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
     hub = start_hub(tmp / "hub", repo_id=REPO, options=HubOptions(token=HF_TOKEN))
     images = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
                           behaviours=("ok",), env={"STANDIN_READY_DELAY": "1"}, log=lambda _: None)
-    timings: list[str] = []
-
-    def mark(step: str) -> None:
-        timings.append(f"{step} {time.monotonic() - started:.0f} s")
-
-    mark("images")
+    timer.mark("images")
     try:
-        host = debian_laptop(lab, tmp / "traits", HostTraits(nouveau_at_boot=False), archive_port, archive.keyring)
-        mark("laptop ready")
+        host = debian_laptop(lab, tmp / "traits", HostTraits(nouveau_at_boot=False), archive_port, archive.keyring,
+                             prefix=f"deb{release.version}", suite=suite)
+        timer.mark("laptop ready")
         inventory = gpu_inventory(
             tmp / "inventory.yaml", [host], nvidia_cuda_repo_base=repo.cuda_repos_base,
             nvidia_container_repo_base=repo.container_toolkit_base,
@@ -76,54 +74,44 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
             # compiler, and dkms itself depends on gcc and make)
             nvidia_kernel_headers={"debian": ["linux-headers-amd64"], "ubuntu": []}, nvidia_dkms_packages=["dkms"],
             nvidia_reboot="auto", cuda_toolkit_enabled=False,
+            nvidia_debian13_sha1_ok=True,  # Debian 13: the stand-in CUDA key is the lab's own (no SHA-1 binding)
             hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", hf_token=HF_TOKEN,
             office_cache_trusted=True, vllm_image=images["ok"], vllm_ready_timeout=180, smoke_timeout=60)
-        seen: dict[str, Any] = {"host": host}
-
-        def up(name: str) -> Run:
-            run = provision("up", str(inventory), json_path=tmp / f"{name}.json")
-            (tmp / f"{name}.out").write_text(run.output)
-            changed = run.changed_tasks(host.name) if run.results else "-"
-            print(f"\n--- {name}: exit {run.returncode}, changed: {changed}")
-            if run.returncode:
-                print(run.output[-2500:])
-            mark(name)
-            return run
-
+        seen: dict[str, Any] = {"host": host, "release": release}
         # day one: the driver from NVIDIA's repository, DKMS-built for the installed kernel
-        seen["day_one"] = day_one = up("day-one")
+        seen["day_one"] = day_one = up(inventory, host, tmp, "day-one", timer)
         assert day_one.returncode == 0, day_one.output[-6000:]
         seen["day_one_smi"] = sh(host, SMI)
         seen["day_one_dkms"] = sh(host, "dkms status")
         # a month later: -security has kernel ABI 41; unattended-upgrades installs it, dkms's hooks build
         archive.publish("two")
         sh(host, "apt-get update -qq")
-        mark("apt-get update")
+        timer.mark("apt-get update")
         seen["upgrade_two"] = sh(host, "unattended-upgrade -v 2>&1")
         seen["before_reboot"] = sh(host, PACKAGES)
         seen["dkms_two"] = sh(host, "dkms status")
-        mark("unattended-upgrades")
+        timer.mark("unattended-upgrades")
         reboot(host)
-        mark("reboot")
+        timer.mark("reboot")
         seen["booted"] = sh(host, BOOTED)
         seen["after_reboot_smi"] = host.exec(SMI)
         seen["model_after_reboot"] = host.exec("systemctl is-active vllm.service")[1].strip()
         seen["started_after_reboot"] = model_started(host)
-        seen["month_two"] = up("month-two")
+        seen["month_two"] = up(inventory, host, tmp, "month-two", timer)
         seen["after_up"] = sh(host, PACKAGES)
         seen["started_after_up"] = model_started(host)
         # month three: ABI 42, on which the held 580's DKMS build fails
         archive.publish("three")
-        three = MONTHS["three"].newest.release
+        three = release.months["three"].newest.release
         seen["upgrade_three"] = host.exec(UNATTENDED_UPGRADES + " 2>&1")
         seen["packages_three"] = sh(host, PACKAGES)
         seen["dpkg_log_three"] = host.exec("cat /var/log/unattended-upgrades/unattended-upgrades-dpkg.log")[1]
         seen["status_three"] = sh(host, f"dpkg-query -W -f='${{Package}} ${{Status}}\\n' 'linux-*-{three}'")
         seen["boot_id_three"] = sh(host, BOOT_ID)
-        seen["month_three"] = up("month-three")
+        seen["month_three"] = up(inventory, host, tmp, "month-three", timer)
         seen["boot_id_after_three"] = sh(host, BOOT_ID)
         seen["booted_after_three"] = sh(host, BOOTED)
-        print(f"\nDebian month walk: {', '.join(timings)}")
+        print(f"\nDebian {release.version} month walk: {timer}")
         yield seen
     finally:
         hub.stop()
@@ -135,11 +123,12 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
 def test_day_one_builds_the_driver_with_dkms_for_the_installed_kernel(months):
     assert months["day_one"].returncode == 0
     assert months["day_one_smi"] == DRIVER
-    assert f"nvidia/{DRIVER}, {MONTHS['one'].newest.release}, x86_64: installed" in months["day_one_dkms"]
+    one = months["release"].months["one"].newest
+    assert f"nvidia/{DRIVER}, {one.release}, x86_64: installed" in months["day_one_dkms"]
 
 
 def test_after_the_months_kernel_update_and_reboot_the_gpu_serves_without_a_run_of_ours(months):
-    two = MONTHS["two"].newest
+    two = months["release"].months["two"].newest
     # unattended-upgrades installed the new kernel and its headers; dkms's hook built the held module
     assert f"linux-image-{two.release} {two.version}" in months["before_reboot"], months["upgrade_two"]
     assert f"nvidia/{DRIVER}, {two.release}, x86_64: installed" in months["dkms_two"], months["upgrade_two"]
@@ -158,7 +147,7 @@ def test_the_next_up_changes_nothing_and_does_not_restart_the_model(months):
 
 
 def test_a_kernel_the_dkms_build_fails_on_stops_the_run_before_a_reboot(months):
-    three = MONTHS["three"].newest
+    three = months["release"].months["three"].newest
     # the trap: dkms's hook fails the kernel's headers package, dpkg leaves it half-configured, and
     # unattended-upgrades, in the background, says so only in its own log
     assert f"linux-headers-{three.release} install ok half-configured" in months["status_three"]
@@ -169,4 +158,4 @@ def test_a_kernel_the_dkms_build_fails_on_stops_the_run_before_a_reboot(months):
     assert "Do not reboot into it" in run.output
     assert "repair interrupted dpkg" not in run.output
     assert months["boot_id_after_three"] == months["boot_id_three"]
-    assert months["booted_after_three"] == MONTHS["two"].newest.release
+    assert months["booted_after_three"] == months["release"].months["two"].newest.release

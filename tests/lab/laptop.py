@@ -206,11 +206,12 @@ def ubuntu_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int
     return host
 
 
-# Debian 12's security suite as the stand-in archive serves it (tests/standins/debian); the lab's own
-# Debian mirror stays in debian.sources under its own name for everything else
+# Debian's security suite (bookworm- or trixie-security) as the stand-in archive serves it
+# (tests/standins/debian); the lab's own Debian mirror stays in debian.sources under its own name for
+# everything else
 DEBIAN_SECURITY_SOURCES = """Types: deb
 URIs: http://security.debian.org:{port}/debian-security/
-Suites: bookworm-security
+Suites: {suite}-security
 Components: main
 Signed-By: /usr/share/keyrings/standin-debian-security.gpg
 """
@@ -232,19 +233,19 @@ DEBIAN_UNATTENDED_LAB = """Unattended-Upgrade::Package-Whitelist {
 
 
 def debian_laptop(lab: Lab, workdir: Path, traits: HostTraits, archive_port: int, keyring: bytes,
-                  prefix: str = "deb12") -> LabHost:
-    """A Debian 12 lab laptop whose kernels come from the stand-in security archive
+                  prefix: str = "deb12", suite: str = "bookworm") -> LabHost:
+    """A Debian 12 (or 13: `suite="trixie"`) lab laptop whose kernels come from the stand-in security archive
     (tests/standins/debian, served on `archive_port` of this machine and signed by `keyring`): the amd64
     kernel of its current month installed and booted by the stand-in boot loader (the same as
     ubuntu_laptop's, recording in /run/kernel-standin, where the DKMS stand-in's loader looks), and
     unattended-upgrades with Debian's stock origins (its 50unattended-upgrades takes
-    origin=Debian,codename=bookworm-security,label=Debian-Security), kernels only (DEBIAN_UNATTENDED_LAB)."""
-    host = gpu_laptop(lab, workdir, traits, prefix)
+    origin=Debian,codename=<suite>-security,label=Debian-Security), kernels only (DEBIAN_UNATTENDED_LAB)."""
+    host = gpu_laptop(lab, workdir, traits, prefix, suite)
     boot = STANDIN_BOOT.replace("/run/ubuntu-standin", "/run/kernel-standin")
     unit = STANDIN_BOOT_UNIT.replace("/usr/lib/ubuntu-standin/boot", "/usr/lib/kernel-standin/boot")
     files = {
         "/etc/apt/sources.list.d/standin-debian-security.sources":
-            DEBIAN_SECURITY_SOURCES.format(port=archive_port),
+            DEBIAN_SECURITY_SOURCES.format(port=archive_port, suite=suite),
         "/etc/apt/preferences.d/lab-kernels-from-standin.pref": "\n".join(
             DEBIAN_KERNELS_FROM_STANDIN.format(host=host) for host in mirror.archive_hosts(mirror.machine_sources())),
         "/etc/apt/apt.conf.d/52lab-unattended-kernels-only": DEBIAN_UNATTENDED_LAB,

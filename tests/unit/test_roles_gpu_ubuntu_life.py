@@ -12,7 +12,7 @@ import re
 import subprocess
 
 from provision.facts import parse_probe
-from provision.facts.model import InstalledPackage, LoginSession
+from provision.facts.model import InstalledPackage, LoginSession, OsInfo
 from provision.gpu.model import GpuProcess, KernelModules
 from tests.unit.ops_support import plan, script_of
 from tests.unit.test_roles_gpu_support import FIXTURES, facts, render_tasks
@@ -105,6 +105,14 @@ def test_every_installed_kernel_flavour_gets_its_modules_meta() -> None:
     both = packages("linux-image-generic", "linux-image-generic-hwe-24.04", version="6.8.0-90.91")
     assert signed_plan(facts(WORKING_UBUNTU, kernel_packages=both))[SIGNED].args.name == [
         "linux-modules-nvidia-580-open-generic", "linux-modules-nvidia-580-open-generic-hwe-24.04"]
+    # 22.04 the same (its HWE 6.8 kernel booted): both flavours' metas, named as the role names every
+    # flavour's (linux-modules-nvidia-<branch>-open-<flavour>), not `generic` alone
+    jammy = facts(WORKING_UBUNTU, os=OsInfo("ubuntu", "22.04", "jammy", "Ubuntu 22.04.5 LTS"),
+                  kernel="6.8.0-90-generic",
+                  kernel_packages=packages("linux-image-generic", "linux-image-generic-hwe-22.04",
+                                           version="6.8.0-90.91~22.04.1"))
+    assert signed_plan(jammy)[SIGNED].args.name == [
+        "linux-modules-nvidia-580-open-generic", "linux-modules-nvidia-580-open-generic-hwe-22.04"]
     # the OEM kernels' letter series (packages.ubuntu.com lists linux-modules-nvidia-570-open-oem-24.04a/b/c/d)
     oem = facts(WORKING_UBUNTU, kernel="6.11.0-1016-oem",
                 kernel_packages=packages("linux-image-oem-24.04b", version="6.11.0-1016.16"))

@@ -11,7 +11,9 @@ import subprocess
 from pathlib import Path
 from typing import cast
 
-from tests.standins.debian import MONTHS
+import pytest
+
+from tests.standins.debian import MONTHS, RELEASES
 from tests.standins.debian.archive import month_packages
 from tests.standins.nvidia import HostTraits
 from tests.standins.nvidia.debs import build_deb
@@ -42,10 +44,11 @@ def dkms_build(root: StandinRoot, kernel: str, tmp: Path) -> subprocess.Complete
                           capture_output=True, text=True, check=False)
 
 
-def test_the_dkms_build_works_where_the_headers_have_what_it_uses_and_fails_saying_why(tmp_path) -> None:
+@pytest.mark.parametrize("codename", ["bookworm", "trixie"])
+def test_the_dkms_build_works_where_the_headers_have_what_it_uses_and_fails_saying_why(tmp_path, codename) -> None:
     root = StandinRoot(tmp_path / "root", cast(RepoInfo, None), HostTraits())
-    unpack(root, [*month_packages("three"), dkms_module_package(DRIVER)], tmp_path)
-    for kernel in MONTHS["three"].kernels:
+    unpack(root, [*month_packages("three", codename), dkms_module_package(DRIVER)], tmp_path)
+    for kernel in RELEASES[codename].months["three"].kernels:
         assert root.exists(f"/lib/modules/{kernel.release}/build/") is False  # a link to /usr/src: not here
         built = dkms_build(root, kernel.release, tmp_path)
         if kernel.dkms_builds:
@@ -70,3 +73,13 @@ def test_the_loader_loads_what_dkms_built_for_the_booted_kernel(tmp_path) -> Non
     missing = root.run("/usr/lib/nvidia-standin/modload", "nvidia")
     assert missing.returncode != 0 and "not found" in missing.stderr
     assert not root.exists("/run/nvidia-standin/loaded-version")
+
+
+def test_debian_13s_kernels_run_their_hooks_through_linux_base_as_trixies_do() -> None:
+    specs = {spec.name: spec for spec in month_packages("two", "trixie")}
+    image, headers = specs["linux-image-6.12.117+deb13-amd64"], specs["linux-headers-6.12.117+deb13-amd64"]
+    assert image.version == headers.version == "6.12.117-1"
+    assert image.extra_fields["Pre-Depends"] == "linux-base (>= 4.12~)"
+    assert 'linux-run-hooks image postinst $version $image_path -- "$@"' in image.scripts["postinst"]
+    assert 'linux-run-hooks headers postinst $version -- "$@"' in headers.scripts["postinst"]
+    assert specs["linux-headers-amd64"].depends == ("linux-headers-6.12.117+deb13-amd64 (= 6.12.117-1)",)
