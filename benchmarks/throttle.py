@@ -49,6 +49,17 @@ SERVER = """  server {{
 """
 
 
+def write_conf(prefix: Path, routes: Mapping[int, int], mbit: float) -> Path:
+    """nginx.conf under `prefix`: a server per route (listen port -> upstream port), `mbit` per request."""
+    prefix.mkdir(parents=True, exist_ok=True)
+    rate = f"{int(mbit * 125)}k"  # nginx k = 1024 bytes: 2.4% above mbit, as link_speed.py measured it
+    servers = "".join(SERVER.format(listen="127.0.0.1", port=port, upstream=upstream, rate=rate)
+                      for port, upstream in routes.items())
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(prefix=prefix, servers=servers))
+    return conf
+
+
 class PerConnection:
     """nginx limiting each request to `mbit`, in front of local servers: `routes` maps the port nginx
     listens on (on 127.0.0.1: lab hosts reach it at MACHINE_FROM_HOSTS) to the upstream's port."""
@@ -56,12 +67,7 @@ class PerConnection:
     def __init__(self, prefix: Path, routes: Mapping[int, int], mbit: float) -> None:
         if not shutil.which("nginx"):
             raise SystemExit("nginx is not installed: apt-get install nginx-light")
-        prefix.mkdir(parents=True, exist_ok=True)
-        rate = f"{int(mbit * 125)}k"  # nginx k = 1024 bytes: 2.4% above mbit, as link_speed.py measured it
-        servers = "".join(SERVER.format(listen="127.0.0.1", port=port, upstream=upstream, rate=rate)
-                          for port, upstream in routes.items())
-        conf = prefix / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(prefix=prefix, servers=servers))
+        conf = write_conf(prefix, routes, mbit)
         self.process = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"])
 
     def stop(self) -> None:
@@ -96,9 +102,8 @@ def throttle_sending(pid: int, mbit: float) -> None:
 
 
 def counter(pid: int, column: int) -> int:
-    """A tap0 column of /proc/net/dev (the reader's namespace's; /sys is the mount namespace's). The
-    kernel prints `%6s:%8llu`: from 10^8 bytes on no blank follows the colon, hence the sed."""
-    return int(nsenter(pid, f"sed 's/:/ /' /proc/net/dev | awk '$1 == \"tap0\" {{ print ${column} }}'").strip())
+    """A tap0 column of /proc/net/dev (the reader's namespace's; /sys is the mount namespace's)."""
+    return int(nsenter(pid, f"awk '$1 == \"tap0:\" {{ print ${column} }}' /proc/net/dev").strip())
 
 
 def received(pid: int) -> int:
