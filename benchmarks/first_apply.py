@@ -13,6 +13,9 @@ The tools alternate (the order rotates every round). Most of a first apply is ap
 installing docker.io from the lab's Debian mirror, the same bytes for every tool: the ratios show what
 each tool adds on top. Prints medians and the ratio tool/provision (median of the per-round ratios).
 Usage: benchmarks/first_apply.py [--hosts 1,5] [--repeat 3] [--tools provision,pyinfra,ansible-tuned,ansible-default]
+With `--site`: the whole site on one throttled lab laptop against the link's limit, and in task order
+(benchmarks/site_first_apply.py):
+  benchmarks/first_apply.py --site [--weights-mib 256] [--image-mib 256] [--per-host-mbit 200] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from noop_rerun import BIN, EXECUTABLES, Bench, run
+from site_first_apply import add_arguments, site_main
 
 from tests.lab import Lab
 
@@ -76,7 +81,11 @@ def main() -> None:
     parser.add_argument("--hosts", default="1", help="host counts to measure (comma-separated)")
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds per host count (median)")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"of {', '.join(TOOLS)}")
+    add_arguments(parser)
     args = parser.parse_args()
+    if args.site:
+        site_main(args)
+        return
     counts = [int(n) for n in args.hosts.split(",")]
     tools = ["provision"] + [t for t in args.tools.split(",") if t != "provision"]
     missing = [t for t in tools if not (BIN / EXECUTABLES[t]).exists()]

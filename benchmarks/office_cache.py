@@ -15,7 +15,18 @@ Upstream counts: the stand-in hub's request log (GET .../resolve/... per file) a
 registry's access log (GET /v2/.../blobs/<digest> per layer). apt: apt-cacher-ng's transfer log on
 the cache host (bytes fetched upstream vs served to clients).
 
+With `--throttle` (benchmarks/throttle.py, on the lab's network): each fleet host receives through a tbf
+of `--per-host-mbit`, the cache host sends and receives through tbfs of `--cache-mbit` (its link: the
+LAN towards the hosts, the upstream fill from the hub and the registry), and nginx `limit_rate` of
+`--per-connection-mbit` per request stands in front of the cache's hub mirror and registry mirror
+(apt goes to apt-cacher-ng directly: it is an HTTP proxy, not a server nginx can stand in front of).
+`--image-mib` adds random bytes to the stand-in vLLM image. The rollout is then compared with the LAN
+limit: (the bytes the cache sent + the bytes it received, its upstream fill) / `--cache-mbit`, counted
+on the cache's tap0 during the rollout (the fill counted apart from the serving: they overlap on a
+full-duplex link, so this errs on the generous side by at most the fill's share).
+
 Usage: benchmarks/office_cache.py [--hosts 5] [--shard-mib 8]   (runs its own lab; root; ~6 min for 5)
+       benchmarks/office_cache.py --hosts 5 --throttle [--no-direct] [--image-mib 128] [--cache-mbit 1000]
 """
 
 from __future__ import annotations
@@ -37,9 +48,18 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.site_first_apply import padded_image  # noqa: E402
+from benchmarks.throttle import (  # noqa: E402
+    PerConnection,
+    host_pid,
+    received,
+    sent,
+    throttle_host,
+    throttle_sending,
+)
 from tests.e2e.office_cache_support import CACHE_PORTS, Upstreams, add_group, apt_cacher_bytes  # noqa: E402
 from tests.lab import Lab, LabHost  # noqa: E402
-from tests.lab.net import MACHINE_FROM_HOSTS  # noqa: E402
+from tests.lab.net import MACHINE_FROM_HOSTS, free_port  # noqa: E402
 from tests.standins.hub.cli import start_hub  # noqa: E402
 from tests.standins.hub.server import HubOptions  # noqa: E402
 from tests.standins.vllm.build import build_images  # noqa: E402
@@ -74,10 +94,16 @@ def main() -> None:
     parser.add_argument("--shard-mib", type=float, default=8, help="size of each of the 2 weight shards")
     parser.add_argument("--keep", action="store_true", help="leave the lab and its logs (prints where)")
     parser.add_argument("--kill", action="store_true", help="then stop the cache host and roll out one more host")
+    parser.add_argument("--throttle", action="store_true", help="throttled links (the module's docstring)")
+    parser.add_argument("--no-direct", action="store_true", help="skip the rollout without a cache")
+    parser.add_argument("--image-mib", type=int, default=0, help="random bytes added to the stand-in vLLM image")
+    parser.add_argument("--per-host-mbit", type=float, default=200, help="--throttle: what each host receives")
+    parser.add_argument("--cache-mbit", type=float, default=1000, help="--throttle: the cache host's link")
+    parser.add_argument("--per-connection-mbit", type=float, default=200, help="--throttle: nginx limit_rate")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="plab-cache-bench-", dir="/var/tmp"))
     lab = Lab(work / "lab", log=lambda _: None)
-    hub = None
+    hub = nginx = None
     report: dict[str, Any] = {"hosts": args.hosts}
     try:
         lab.start()
@@ -86,15 +112,20 @@ def main() -> None:
         hub_url = f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}"
         image = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
                              behaviours=("ok",), log=lambda _: None)["ok"]
+        if args.image_mib:
+            local = f"127.0.0.1:{lab.registry.port}/{image.split('/', 1)[1]}"
+            image = f"{lab.registry.address_for_hosts}/{padded_image(lab, local, args.image_mib, 4, work)}"
         upstreams = Upstreams(work / "hub-requests.jsonl", lab.registry.dir / "registry.log")
         registry = lab.registry.address_for_hosts
 
-        direct = lab.new_hosts(args.hosts, prefix="direct")
+        direct = [] if args.no_direct else lab.new_hosts(args.hosts, prefix="direct")
         inventory = lab.write_inventory(work / "direct.yaml", direct, hf_endpoint=hub_url, vllm_image=image,
                                         docker_insecure_registries=[registry])
         mark = upstreams.snapshot()
-        report["direct_s"], _, _ = provision("up", str(inventory), "--tags", TAGS, "--forks", str(args.hosts),
-                                       json_path=work / "direct.json")
+        report["direct_s"] = 0.0
+        if not args.no_direct:
+            report["direct_s"], _, _ = provision("up", str(inventory), "--tags", TAGS, "--forks", str(args.hosts),
+                                                 json_path=work / "direct.json")
         report["direct"] = upstreams.since(mark)
         for host in direct:
             host.remove()
@@ -103,6 +134,8 @@ def main() -> None:
         fleet = lab.new_hosts(args.hosts, prefix="cached")
         urls = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
                 for name, port in CACHE_PORTS.items()}
+        if args.throttle:
+            nginx, urls = throttle_office(args, work, cache, fleet, urls)
         inventory = lab.write_inventory(
             work / "cached.yaml", [cache, *fleet], hf_endpoint=hub_url,
             vllm_image=image.replace(f"{registry}/", ""),  # a Docker Hub name: pulled via registry-mirrors
@@ -111,16 +144,23 @@ def main() -> None:
         mark = upstreams.snapshot()
         report["cache_setup_s"], _, _ = provision("up", str(inventory), "--limit", cache.name, "--tags", "office_cache",
                                             json_path=work / "cache-setup.json")
+        before = (sent(host_pid(cache)), received(host_pid(cache))) if args.throttle else (0, 0)
         report["cached_s"], _, _ = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS,
                                        "--forks", str(args.hosts), "--serial", "1,100%",
                                        json_path=work / "cached.json")
         report["cached"] = upstreams.since(mark)
+        if args.throttle:
+            report["cache_sent"] = sent(host_pid(cache)) - before[0]
+            report["cache_received"] = received(host_pid(cache)) - before[1]
+            report["cache_mbit"] = args.cache_mbit
         report["apt_upstream_bytes"], report["apt_served_bytes"] = apt_cacher_bytes(cache)
         print_figures(report)
         if args.kill:
             report["cache_down"] = cache_down(lab, cache, inventory, work)
             print(f"  cache host stopped, one more fresh host: {report['cache_down']}")
     finally:
+        if nginx is not None:
+            nginx.stop()
         if hub is not None:
             hub.stop()
         if args.keep:
@@ -129,6 +169,22 @@ def main() -> None:
             lab.down()
             shutil.rmtree(work, ignore_errors=True)
 
+
+
+def throttle_office(args: argparse.Namespace, work: Path, cache: LabHost, fleet: list[LabHost],
+                    urls: dict[str, str]) -> tuple[PerConnection, dict[str, str]]:
+    """The cache's link and each host's throttled; nginx per connection in front of the cache's hub and
+    registry mirrors; returns nginx and the cache's URLs as the hosts then reach it."""
+    throttle_host(host_pid(cache), args.cache_mbit)
+    throttle_sending(host_pid(cache), args.cache_mbit)
+    for host in fleet:
+        throttle_host(host_pid(host), args.per_host_mbit)
+    routes = {name: (free_port(20200 + 10 * n, set()), cache.port(CACHE_PORTS[name]))
+              for n, name in enumerate(("registry", "hf"))}
+    nginx = PerConnection(work / "nginx", dict(routes.values()), args.per_connection_mbit)
+    throttled = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{port}"
+                 for name, (port, _) in routes.items()}
+    return nginx, {**urls, **throttled}
 
 
 def cache_down(lab: Lab, cache: LabHost, inventory: Path, work: Path) -> dict[str, Any]:
@@ -154,6 +210,14 @@ def print_figures(report: dict[str, Any]) -> None:
           f"{report['cached_s']:.1f}s")
     print("  " + describe("without", *report["direct"]))
     print("  " + describe("with", *report["cached"]))
+    if "cache_sent" in report:
+        rate_bps = report["cache_mbit"] * 1e6
+        serving, fill = report["cache_sent"] * 8 / rate_bps, report["cache_received"] * 8 / rate_bps
+        print(f"  the cache's link ({report['cache_mbit']:g} Mbit/s): sent {report['cache_sent'] / MIB:.1f} MiB "
+              f"({serving:.2f} s), received {report['cache_received'] / MIB:.1f} MiB (the upstream fill, "
+              f"{fill:.2f} s); "
+              f"LAN limit {serving + fill:.2f} s: the rollout {report['cached_s']:.1f} s is "
+              f"{report['cached_s'] / (serving + fill):.2f}x the limit (the machine's load varies wall times)")
     served, fetched = report["apt_served_bytes"], report["apt_upstream_bytes"]
     print(f"  apt-cacher-ng: {fetched / MIB:.1f} MiB from the archive, {served / MIB:.1f} MiB to the hosts"
           + (f" (hit rate {1 - fetched / served:.0%} of bytes)" if served else ""))

@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -25,6 +26,7 @@ from tests.lab.net import MACHINE_FROM_HOSTS, free_port
 from tests.standins.hub.cli import start_hub
 from tests.standins.hub.server import HubOptions
 from tests.standins.nvidia import HostTraits, build_repo, host_traits_files, host_traits_mounts, serve
+from tests.standins.nvidia.repo import RepoInfo
 from tests.standins.vllm.build import build_images
 
 CHECK_IMAGE = "standin-gpu-check:1"
@@ -70,6 +72,18 @@ def gpu_laptop(lab: Lab, workdir: Path, traits: HostTraits, prefix: str = "lapto
     return host
 
 
+def laptop_variables(lab: Lab, repo: RepoInfo, checker: str, hf_endpoint: str, token: str,
+                     image: str) -> dict[str, Any]:
+    """The inventory variables of a lab laptop: the stand-in NVIDIA repositories `repo`, the GPU check
+    image `checker`, the hub at `hf_endpoint` with `token`, the vLLM `image`."""
+    return {
+        "nvidia_cuda_repo_base": repo.cuda_repos_base, "nvidia_container_repo_base": repo.container_toolkit_base,
+        "nvidia_kernel_headers": {"debian": [], "ubuntu": []}, "nvidia_dkms_packages": [],
+        "docker_insecure_registries": [lab.registry.address_for_hosts], "container_toolkit_check_image": checker,
+        "container_toolkit_check_cuda": False, "hf_endpoint": hf_endpoint, "hf_token": token,
+        "office_cache_trusted": True, "vllm_image": image, "vllm_ready_timeout": 300}
+
+
 def up_laptop(lab: Lab) -> None:
     started = time.monotonic()
     lab.start()
@@ -85,14 +99,8 @@ def up_laptop(lab: Lab) -> None:
     token = "hf_standin_" + secrets.token_hex(12)
     hub = start_hub(work / "hub", repo_id=MODEL_REPO, options=HubOptions(token=token))
     host = gpu_laptop(lab, work / "traits", HostTraits(nouveau_at_boot=False))
-    inventory = lab.write_inventory(lab.dir / "laptop.yaml", [host], **{
-        "nvidia_cuda_repo_base": repo.cuda_repos_base, "nvidia_container_repo_base": repo.container_toolkit_base,
-        "nvidia_kernel_headers": {"debian": [], "ubuntu": []}, "nvidia_dkms_packages": [],
-        "docker_insecure_registries": [lab.registry.address_for_hosts], "container_toolkit_check_image": checker,
-        "container_toolkit_check_cuda": False,
-        "hf_endpoint": f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", "hf_token": token,
-        "office_cache_trusted": True,
-        "vllm_image": images["ok"], "vllm_ready_timeout": 300})
+    inventory = lab.write_inventory(lab.dir / "laptop.yaml", [host], **laptop_variables(
+        lab, repo, checker, f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", token, images["ok"]))
     print(f"\nlaptop {host.name} up in {time.monotonic() - started:.0f} s; inventory {inventory}:")
     shown = {**yaml.safe_load(inventory.read_text())["all"]["vars"], "hf_token": "*** (in the file)"}
     print(yaml.safe_dump(shown, sort_keys=False))
