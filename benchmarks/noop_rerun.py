@@ -16,8 +16,14 @@ do, the tools alternating (the order rotates every round) so a busy machine weig
 Prints medians, the ratio tool/provision (median of the per-round ratios; the floor's ratio is
 provision/floor) and each CLI's start-up time (`--version`, median of 10). The other tools come with
 `pip install -e '.[bench]'`.
-Usage: benchmarks/noop_rerun.py [--hosts 1,5,10,20] [--repeat 5]
-       [--tools provision,pyinfra,ansible-tuned,ansible-default,floor] [--startup-only]
+
+`--host-cpu` measures, instead of wall time, the CPU each run costs the lab hosts (their containers'
+cgroup `cpuacct.usage` before and after the run, per host): stable where wall time on a busy machine
+is not, and what the hosts' side of the floor is made of. `--base DIR` adds `provision-base`, the
+provision source tree in DIR (e.g. `git archive main | tar -x -C DIR`) run by the same Python, so the
+code before and after a change alternate in one run.
+Usage: benchmarks/noop_rerun.py [--hosts 1,5,10,20] [--repeat 5] [--host-cpu] [--base DIR]
+       [--tools provision,pyinfra,ansible-tuned,ansible-default,floor,provision-check] [--startup-only]
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from tests.lab import Lab  # noqa: E402
 
 BIN = Path(sys.executable).parent
 EXECUTABLES = {"provision": "provision", "pyinfra": "pyinfra", "ansible-tuned": "ansible-playbook",
-               "ansible-default": "ansible-playbook", "floor": "python"}
+               "ansible-default": "ansible-playbook", "floor": "python", "provision-check": "provision",
+               "provision-base": "python"}
 
 # the floor's per-host exec: what the docker role's four tasks read, as one script
 STATE_CHECK = ("stat -c '%F %a %U %G' /etc/docker; sha256sum /etc/docker/daemon.json; "
@@ -112,15 +119,21 @@ def startup(argv: list[str], runs: int = 10) -> float:
 class Bench:
     """One lab, one inventory per host count; each tool's converged rerun as a timed callable."""
 
-    def __init__(self, work: Path, lab: Lab) -> None:
+    def __init__(self, work: Path, lab: Lab, host_cpu: bool = False, base: Path | None = None) -> None:
         self.work = work
         self.lab = lab
         self.trips: dict[int, float] = {}
+        self.host_cpu = host_cpu
+        self.base = base
 
-    def provision(self, inventory: Path, count: int) -> float:
+    def provision(self, inventory: Path, count: int, check: bool = False, base: bool = False) -> float:
         results = self.work / "results.json"
-        argv = [str(BIN / "provision"), "up", str(inventory), "--tags", "docker", "--json-file", str(results)]
-        elapsed, _ = run(argv)
+        command = [sys.executable, "-m", "provision"] if base else [str(BIN / "provision")]
+        argv = [*command, "up", str(inventory), "--tags", "docker", "--json-file", str(results)]
+        elapsed, _ = run(argv + (["--check"] if check else []),
+                         env={"PYTHONPATH": str(self.base)} if base and self.base else None)
+        if check or base:
+            return elapsed
         hosts = json.loads(results.read_text())["hosts"].values()
         changed = sum(h["changed"] for h in hosts)
         if changed:
@@ -154,9 +167,25 @@ class Bench:
         return elapsed
 
     def runners(self) -> dict[str, Callable[[Path, int], float]]:
-        return {"provision": self.provision, "pyinfra": self.pyinfra, "floor": self.floor,
-                "ansible-tuned": lambda inv, n: self.ansible(inv, n, tuned=True),
-                "ansible-default": lambda inv, n: self.ansible(inv, n, tuned=False)}
+        runners: dict[str, Callable[[Path, int], float]] = {
+            "provision": self.provision, "pyinfra": self.pyinfra, "floor": self.floor,
+            "ansible-tuned": lambda inv, n: self.ansible(inv, n, tuned=True),
+            "ansible-default": lambda inv, n: self.ansible(inv, n, tuned=False),
+            "provision-check": lambda inv, n: self.provision(inv, n, check=True),
+            "provision-base": lambda inv, n: self.provision(inv, n, base=True)}
+        if not self.host_cpu:
+            return runners
+        return {tool: self.on_host_cpu(timed) for tool, timed in runners.items()}
+
+    def on_host_cpu(self, timed: Callable[[Path, int], float]) -> Callable[[Path, int], float]:
+        """`timed`, measured as the CPU seconds it cost each of the hosts (the mean over them)."""
+        def measured(inventory: Path, count: int) -> float:
+            files = [cpu_usage_file(host.container.attrs["State"]["Pid"]) for host in self.hosts[:count]]
+            before = [int(f.read_text()) for f in files]
+            timed(inventory, count)
+            after = [int(f.read_text()) for f in files]
+            return statistics.mean(b - a for a, b in zip(before, after, strict=True)) / 1e9
+        return measured
 
     def write_tool_files(self, hosts, count: int) -> None:
         """daemon.json as provision wrote it, the pyinfra inventory of `count` hosts, the playbooks."""
@@ -172,6 +201,19 @@ class Bench:
         (self.work / f"pyinfra-{count}.py").write_text(f"DATA = {data!r}\nhosts = [{entries}]\n")
 
 
+def cpu_usage_file(pid: int) -> Path:
+    """The cgroup v1 `cpuacct.usage` of the lab host whose init is `pid` (its container's cgroup: the
+    host's own services' groups are below it, and the counter includes them)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            for mount in ("cpu,cpuacct", "cpuacct"):
+                usage = Path("/sys/fs/cgroup", mount, path.lstrip("/"), "cpuacct.usage")
+                if usage.exists():
+                    return usage
+    raise SystemExit(f"no cgroup v1 cpuacct.usage for pid {pid} (--host-cpu needs cgroup v1's cpuacct)")
+
+
 def measure(bench: Bench, inventory: Path, count: int, tools: list[str], repeat: int) -> dict[str, list[float]]:
     """Each tool's rerun times, `repeat` rounds, the order rotating every round."""
     runners = bench.runners()
@@ -185,7 +227,10 @@ def measure(bench: Bench, inventory: Path, count: int, tools: list[str], repeat:
     return times
 
 
-def report(rows: list[tuple[int, dict[str, list[float]], float]], tools: list[str]) -> None:
+def report(rows: list[tuple[int, dict[str, list[float]], float]], tools: list[str], host_cpu: bool = False) -> None:
+    if host_cpu:
+        report_host_cpu(rows, tools)
+        return
     header = f"{'hosts':>5}  {'trips/host':>10}" + "".join(f"  {tool:>22}" for tool in tools)
     print(header)
     for count, times, trips in rows:
@@ -205,14 +250,32 @@ def report(rows: list[tuple[int, dict[str, list[float]], float]], tools: list[st
           " floor: provision's time / the floor's, how far provision is above one connection + one exec)")
 
 
-def compile_like_an_install() -> None:
-    """Byte-compile provision's modules, as `pip install` of the wheel does: the peers' are compiled
-    at install, and an editable install under PYTHONDONTWRITEBYTECODE=1 (set on the lab machine)
-    would compile ~80 modules again in every timed run (~45 ms there)."""
+def report_host_cpu(rows: list[tuple[int, dict[str, list[float]], float]], tools: list[str]) -> None:
+    """Host CPU per host and run, ms: median [min-max], and each tool's median ratio to the floor's."""
+    print(f"{'hosts':>5}" + "".join(f"  {tool:>26}" for tool in tools))
+    for count, times, _ in rows:
+        cells = []
+        for tool in tools:
+            values = [t * 1000 for t in times[tool]]
+            cell = f"{statistics.median(values):5.1f} [{min(values):3.0f}-{max(values):3.0f}] ms"
+            if "floor" in times and tool != "floor":
+                ratio = statistics.median(t / f for t, f in zip(times[tool], times["floor"], strict=True))
+                cell += f" {ratio:4.2f}x"
+            cells.append(cell)
+        print(f"{count:>5}" + "".join(f"  {cell:>26}" for cell in cells))
+    print("(host CPU of one run per host, ms: median [min-max]; x: that run's / the floor's in the same round,\n"
+          " median of the rounds; the floor is one paramiko connection + one exec of the state check)")
+
+
+def compile_like_an_install(base: Path | None = None) -> None:
+    """Byte-compile provision's modules (and the base tree's), as `pip install` of the wheel does: the
+    peers' are compiled at install, and an editable install under PYTHONDONTWRITEBYTECODE=1 (set on
+    the lab machine) would compile ~80 modules again in every timed run (~45 ms there)."""
     import provision
 
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(provision.__file__).parent)], check=True,
-                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=subprocess.DEVNULL)
+    for folder in [Path(provision.__file__).parent, *([base / "provision"] if base else [])]:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(folder)], check=True,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -221,15 +284,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per host count (median)")
     parser.add_argument("--tools", default=",".join(EXECUTABLES), help=f"of {', '.join(EXECUTABLES)}")
     parser.add_argument("--startup-only", action="store_true", help="print the CLIs' start-up times; no lab")
+    parser.add_argument("--host-cpu", action="store_true", help="measure the hosts' CPU per run, not wall time")
+    parser.add_argument("--base", type=Path, help="a provision source tree to compare (tool provision-base)")
     args = parser.parse_args()
     counts = [int(n) for n in args.hosts.split(",")]
     tools = ["provision"] + [t for t in args.tools.split(",") if t != "provision"]
-    missing = [t for t in tools if t != "floor" and not (BIN / EXECUTABLES[t]).exists()]
+    if args.base and "provision-base" not in tools:
+        tools.append("provision-base")
+    missing = [t for t in tools if EXECUTABLES[t] != "python" and not (BIN / EXECUTABLES[t]).exists()]
     if missing:
         raise SystemExit(f"not installed beside this Python: {', '.join(missing)} (pip install -e '.[bench]')")
-    compile_like_an_install()
+    compile_like_an_install(args.base)
     print("start-up, `--version`, median of 10:")
-    for name in dict.fromkeys(EXECUTABLES[t] for t in tools if t != "floor"):
+    for name in dict.fromkeys(EXECUTABLES[t] for t in tools if EXECUTABLES[t] != "python"):
         if (BIN / name).exists():
             print(f"  {name:17} {startup([str(BIN / name), '--version']) * 1000:5.0f} ms")
     print(f"  {'python -c pass':17} {startup([sys.executable, '-c', 'pass']) * 1000:5.0f} ms")
@@ -237,7 +304,7 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="plab-bench-", dir="/var/tmp"))
     lab = Lab(work / "lab", log=lambda _: None)
-    bench = Bench(work, lab)
+    bench = Bench(work, lab, host_cpu=args.host_cpu, base=args.base)
     rows = []
     try:
         lab.start()
@@ -254,7 +321,7 @@ def main() -> None:
     finally:
         lab.down()
         shutil.rmtree(work, ignore_errors=True)
-    report(rows, tools)
+    report(rows, tools, args.host_cpu)
 
 
 if __name__ == "__main__":
