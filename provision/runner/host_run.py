@@ -235,19 +235,49 @@ class PlayOnHost:
 
     def run_early(self, task: Task, anchor: str) -> None:
         """This play's `task` started early: the tasks it needs run now (their results kept for their
-        turn), then its change starts in a unit on the host."""
+        turn), then its change starts in a unit on the host. A needed task runs early only when it
+        changes nothing (it is there for its result: a registered value, a probe that finds curl):
+        one that would change the host keeps its turn, and so does the task. Work moved ahead of the
+        roles between could undo their order (an apt task's `dpkg --configure -a` before the driver
+        role's DKMS check: tests/e2e/test_month_two_debian.py); only the task's own change moves."""
         work = self.state.early
         assert work is not None
         needed = [t for t in self.play.tasks if t.name in task.needs and self.options.selects(t)
                   and task_key(t) not in work.done]
         self.gather_missing_facts([*needed, task])
         for index, need in enumerate(needed):
+            planned = self.plan_now(need)
+            if planned is None or (planned[1] is not None and planned[1].changed):
+                why = "it would change the host first" if planned else "it cannot be planned yet"
+                self.reporter.progress(self.state.name, f"{task.name}: not started early ({need.name}: {why}); "
+                                       "both run at their turn", None, None)
+                return
             ok = self.run_task(need, needed[index + 1:])
             work.done[task_key(need)] = self.result.tasks[-1]
             if not ok:
                 return  # at its turn the failure is in the results, in order; nothing started early
         self.start_in_unit(task, anchor)
         work.used.extend(self.used)
+
+    def plan_now(self, task: Task) -> tuple[Any, Plan | None] | None:
+        """The task's arguments and its plan from the host as it is now (the probe kept in the run's
+        cache, so its turn reads it again); (None, None) when it is skipped (`when`); None when it cannot be
+        planned (its turn runs as it always did and says what went wrong)."""
+        op = REGISTRY[task.op]
+        try:
+            renderer = self.renderer()
+            if task.when is not None and not renderer.condition(task.when):
+                return None, None
+            args = self.validate(task, renderer)
+            probe = op.probe(args)
+            if probe is not None and probe.snippet not in self.cache:
+                self.cache.fill(self.state.connection(), [probe.snippet])
+            plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
+        except (ProvisionError, TemplateError, jinja2.TemplateError):
+            return None
+        if probe is not None:
+            self.used.append((task_key(task), probe.snippet))
+        return args, plan
 
     def start_in_unit(self, task: Task, anchor: str) -> None:
         """Plan the task now; when its plan changes the host and begins with a command, start that
@@ -256,20 +286,10 @@ class PlayOnHost:
         runs as it always did and says what went wrong."""
         work = self.state.early
         assert work is not None
-        op = REGISTRY[task.op]
-        try:
-            renderer = self.renderer()
-            if task.when is not None and not renderer.condition(task.when):
-                return
-            args = self.validate(task, renderer)
-            probe = op.probe(args)
-            if probe is not None and probe.snippet not in self.cache:
-                self.cache.fill(self.state.connection(), [probe.snippet])
-            plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
-        except (ProvisionError, TemplateError, jinja2.TemplateError):
+        planned = self.plan_now(task)
+        if planned is None or planned[1] is None:
             return
-        if probe is not None:
-            self.used.append((task_key(task), probe.snippet))
+        args, plan = planned
         first = plan.steps[0] if plan.steps else None
         if not plan.changed or not isinstance(first, Command) or not first.sudo:
             return

@@ -109,7 +109,11 @@ class Runner:
             return
         for host in selected:
             state = self.states[host.name]
-            mine = {anchor: [item for item in items if host.name in self.play_hosts(item.play)]
+            # `early_starts: false` (roles/model/defaults.yaml; `-e early_starts=false`): every task at
+            # its turn, today's sequential order (a benchmark's peer); a bool, checked before contact
+            mine = {anchor: [item for item in items if host.name in self.play_hosts(item.play)
+                             and host_variables(item.play, host, self.config.extra_vars).get("early_starts", True)
+                             is not False]
                     for anchor, items in groups.items()}
 
             def play_on_host(play: Play, host: Host = host, state: HostState = state) -> PlayOnHost:

@@ -136,21 +136,46 @@ def statuses(host: dict) -> list[tuple[str, str]]:
 
 def test_the_task_starts_after_its_role_with_what_it_needs_and_is_awaited_at_its_turn(project: Path,
                                                                                      log: list[str]):
-    host = run(project)
     target = project / "target"
+    (target / "tool").touch()  # the needed task changes nothing: it runs early for its result
+    host = run(project)
     assert host["error"] is None, host
     # the needed task and the start ran right after `prep`, before `slow`; the rest at their turn
-    assert (target / "order").read_text().split() == ["prep", "tool", "weights", "slow", "served"]
+    assert (target / "order").read_text().split() == ["prep", "weights", "slow", "served"]
     assert (target / "weights").read_text() == "42\n"
     assert [event.split()[0] for event in log] == ["start", "follow"]
     # the results list every task once, in the play's order
     assert statuses(host) == [("prepared", "changed"), ("prepared marker", "changed"), ("slow work", "changed"),
-                              ("tool installed", "changed"), ("unrelated", "changed"),
+                              ("tool installed", "ok"), ("unrelated", "changed"),
                               ("weights downloaded", "changed"), ("served", "changed")]
     weights = host["tasks"][5]
     assert "started early after role prep" in weights["summary"]
     assert weights["early"]["after"] == "prep" and weights["early"]["ended"] == 1700000000.5
     assert host["tasks"][3]["started"] < host["tasks"][2]["started"]  # `tool installed` ran before `slow work`
+
+
+def test_a_needed_task_that_would_change_the_host_keeps_its_turn_and_so_does_the_task(project: Path,
+                                                                                     log: list[str]):
+    """Only the task's own change moves ahead: a need that installs something (an apt task that would
+    first repair an interrupted dpkg, before the driver role's DKMS check) runs in order, and the task
+    after it, as without early starts."""
+    host = run(project)
+    assert host["error"] is None, host
+    assert (project / "target/order").read_text().split() == ["prep", "slow", "tool", "weights", "served"]
+    assert log == []
+    assert all(status == "changed" for _, status in statuses(host))
+
+
+def test_early_starts_false_runs_every_task_at_its_turn(project: Path, log: list[str]):
+    (project / "target/tool").touch()
+    inventory = load_inventory(project / "inventory.yaml")
+    plays = load_playbook(project / "playbooks/site.yaml")
+    options = RunOptions(handlers_dir=str(project / "host-state/handlers"))
+    config = RunConfig(options=options, lock=False, extra_vars={"early_starts": False})
+    host = Runner(inventory, config, SilentReporter()).run(plays).document()["hosts"]["here"]
+    assert host["error"] is None, host
+    assert (project / "target/order").read_text().split() == ["prep", "slow", "weights", "served"]
+    assert log == []
 
 
 def test_check_mode_starts_nothing_and_predicts_the_run(project: Path, log: list[str]):
