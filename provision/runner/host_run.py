@@ -245,6 +245,11 @@ class PlayOnHost:
         needed = [t for t in self.play.tasks if t.name in task.needs and self.options.selects(t)
                   and task_key(t) not in work.done]
         self.gather_missing_facts([*needed, task])
+        try:  # a task its `when` skips (no draft model) starts nothing and runs no need early
+            if task.when is not None and not self.renderer().condition(task.when):
+                return
+        except (ProvisionError, TemplateError, jinja2.TemplateError):
+            pass  # its `when` reads a need's result: it is read again once the needs ran
         for index, need in enumerate(needed):
             planned = self.plan_now(need)
             if planned is None or (planned[1] is not None and planned[1].changed):
