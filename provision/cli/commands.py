@@ -51,6 +51,11 @@ def converge(inv: Invocation, early: EarlyConnections | None = None) -> int:
             interrupt.gentle_ctrl_c(reporter.message):
         result = Runner(inventory, config, reporter, early).run(plays)
     human.print(recap_table(result))
+    if not result.check:  # where the time went: each host's phases, what ran beside and what waited
+        from provision.runner.timeline import lines as timeline_lines
+
+        for line in timeline_lines(result):
+            human.print(REDACTOR(line), highlight=False, markup=False, soft_wrap=True)
     from provision.cli.status_publish import publish_lines  # after the run: it reads every backend's status
 
     for line in [*endpoint_lines(plays, inv.playbook, inventory, result, extra_vars),

@@ -360,7 +360,9 @@ class HfSnapshotOperation(Operation):
             summary = f"link the snapshot of {args.repo}@{commit[:12]} (all files present)"
         command = Command(script=download_script(args, commit, files, missing), data=manifest(files),
                           description=f"download {args.repo}@{commit[:12]}")
-        return DownloadPlan(changed=True, steps=[command], summary=summary, result=result, args=args,
+        # transferred_bytes: what this download moves, for the recap's timeline (runner/timeline.py)
+        return DownloadPlan(changed=True, steps=[command], summary=summary,
+                            result={**result, "transferred_bytes": needed}, args=args,
                             commit=commit, files=files, missing=missing)
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:

@@ -49,6 +49,12 @@ def parse_task(raw: Any, source: Source, role: str | None) -> Task:
         raise InputError(f"arguments of '{op}' must be a mapping", file=source.file, line=source.line, key=op)
     notify = raw.get("notify") or []
     tags = raw.get("tags") or []
+    starts_early, needs = raw.get("starts_early"), raw.get("needs") or []
+    if starts_early is not None and not isinstance(starts_early, str):
+        raise InputError("starts_early names one role (the task may start once it has run)", file=source.file,
+                         line=source.line, key="starts_early")
+    if not isinstance(needs, list) or not all(isinstance(name, str) for name in needs):
+        raise InputError("needs is a list of task names", file=source.file, line=source.line, key="needs")
     return Task(
         name=str(raw.get("name") or op),
         op=op,
@@ -61,6 +67,8 @@ def parse_task(raw: Any, source: Source, role: str | None) -> Task:
         register=raw.get("register"),
         ignore_errors=bool(raw.get("ignore_errors", False)),
         changed_when=raw.get("changed_when"),
+        starts_early=starts_early,
+        needs=list(needs),
     )
 
 
@@ -149,4 +157,39 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
     for play in plays:
         play.playbook_defaults = shared
         play.specs = specs
+    check_early_starts(plays)
     return plays
+
+
+def check_early_starts(plays: list[Play]) -> None:
+    """`starts_early` names a role that runs before the task (a role not in this playbook: the task
+    runs at its turn); `needs` names tasks of its play before it, none of them notifying a handler or
+    starting early itself (runner/early.py runs them at the early point)."""
+    for index, play in enumerate(plays):
+        earlier_roles = {role.name for p in plays[:index] for role in p.roles}
+        for position, task in enumerate(play.tasks):
+            if task.starts_early is None:
+                if task.needs:
+                    raise InputError("needs is only read with starts_early", file=task.source.file,
+                                     line=task.source.line, key="needs")
+                continue
+            if task.notify or task.changed_when is not None:
+                raise InputError("a task that starts early neither notifies handlers nor sets changed_when (its "
+                                 "change is counted when its unit ends)", file=task.source.file,
+                                 line=task.source.line, key="starts_early")
+            roles_here = [role.name for role in play.roles]
+            before_here = roles_here[:roles_here.index(task.role)] if task.role in roles_here else []
+            everywhere = {role.name for p in plays for role in p.roles}
+            if task.starts_early in everywhere and task.starts_early not in earlier_roles | set(before_here):
+                raise InputError(f"role '{task.starts_early}' runs after this task, not before it",
+                                 file=task.source.file, line=task.source.line, key="starts_early")
+            earlier = {t.name: t for t in play.tasks[:position]}
+            for name in task.needs:
+                needed = earlier.get(name)
+                if needed is None:
+                    raise InputError(f"no task named '{name}' before this one in its play"
+                                     f"{did_you_mean(name, set(earlier))}", file=task.source.file,
+                                     line=task.source.line, key="needs")
+                if needed.notify or needed.starts_early:
+                    raise InputError(f"task '{name}' notifies handlers or starts early itself; it cannot "
+                                     "run early", file=task.source.file, line=task.source.line, key="needs")

@@ -10,7 +10,8 @@ from provision.settings.spec import Specs
 from provision.settings.variables import with_profiles
 
 TASK_KEYWORDS = frozenset(
-    {"name", "when", "notify", "tags", "register", "ignore_errors", "changed_when", "listen", "timeout"}
+    {"name", "when", "notify", "tags", "register", "ignore_errors", "changed_when", "listen", "timeout",
+     "starts_early", "needs"}
 )
 
 
@@ -40,6 +41,11 @@ class Task:
     register: str | None = None
     ignore_errors: bool = False
     changed_when: str | bool | None = None
+    #: a role of the playbook after which this task's change may start, in a unit on the host, while
+    #: the tasks between run (runner/early.py); at its own turn the task waits for that unit
+    starts_early: str | None = None
+    #: the earlier tasks of its play (by name) whose results it needs: they run early with it
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass

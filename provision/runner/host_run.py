@@ -22,13 +22,14 @@ from provision.ops import REGISTRY
 from provision.playbook.model import Play, Task
 from provision.playbook.templating import Renderer, TemplateError, facts_read
 from provision.playbook.unsafe import mark_unsafe
-from provision.runner import pending_handlers
+from provision.runner import early, pending_handlers
 from provision.runner.events import Reporter
 from provision.runner.probe import ProbeCache
 from provision.runner.probe_memory import ProbeMemory, secret_values, task_key
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
+from provision.shell import Command
 
 if TYPE_CHECKING:
     from provision.ops.base import ApplyResult, Plan
@@ -71,6 +72,8 @@ class HostState:
     cache: ProbeCache = field(default_factory=ProbeCache)
     # the run's office gateways (runner/rotation.py `Rotation`): None in check mode or without one
     rotation: Any = None
+    # the tasks that start early on this host and what they did (runner/early.py): None in check mode
+    early: early.EarlyWork | None = None
 
     @property
     def known_facts(self) -> HostFacts:
@@ -192,9 +195,26 @@ class PlayOnHost:
         self.persisted.update(pending)
         if left_over:
             self.gather_missing_facts([h for h in self.play.handlers if h.name in left_over])
+        work = self.state.early
+        points = early.triggers(self.play, tasks, set(work.groups)) if work is not None else {}
         for index, task in enumerate(tasks):
-            if self.interrupted(task) or not self.run_task(task, tasks[index + 1:]):
+            if self.interrupted(task):
                 return False
+            for anchor in points.get(index, []):
+                self.start_early(anchor)
+            ran_early = work.done.pop(task_key(task), None) if work is not None else None
+            if ran_early is not None:  # reported when it ran; in the results at its turn, in order
+                self.ran.add(task_key(task))
+                self.used.extend(pair for pair in work.used if pair[0] == task_key(task))
+                self.result.tasks.append(ran_early)
+                if ran_early.status == Status.FAILED and not task.ignore_errors:
+                    return False
+                continue
+            if not self.run_task(task, tasks[index + 1:]):
+                return False
+        if not interrupt.STOP.is_set():
+            for anchor in points.get(len(tasks), []):
+                self.start_early(anchor)
         handlers = [h for h in self.play.handlers if h.name in self.notified]
         ran = all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
                   for index, handler in enumerate(handlers))
@@ -203,6 +223,114 @@ class PlayOnHost:
                              "forget the handlers that ran")
             (self.state.pending_handlers or {}).pop(key, None)
         return ran
+
+    def start_early(self, anchor: str) -> None:
+        """The tasks that start once role `anchor` has run (runner/early.py): each with the tasks it
+        needs, run now through a PlayOnHost of its own play."""
+        work = self.state.early
+        assert work is not None
+        for item in work.groups.pop(anchor, []):
+            if self.options.selects(item.task) and not interrupt.STOP.is_set():
+                work.play_on_host(item.play).run_early(item.task, anchor)
+
+    def run_early(self, task: Task, anchor: str) -> None:
+        """This play's `task` started early: the tasks it needs run now (their results kept for their
+        turn), then its change starts in a unit on the host. A needed task runs early only when it
+        changes nothing (it is there for its result: a registered value, a probe that finds curl):
+        one that would change the host keeps its turn, and so does the task. Work moved ahead of the
+        roles between could undo their order (an apt task's `dpkg --configure -a` before the driver
+        role's DKMS check: tests/e2e/test_month_two_debian.py); only the task's own change moves."""
+        work = self.state.early
+        assert work is not None
+        needed = [t for t in self.play.tasks if t.name in task.needs and self.options.selects(t)
+                  and task_key(t) not in work.done]
+        self.gather_missing_facts([*needed, task])
+        try:  # a task its `when` skips (no draft model) starts nothing and runs no need early
+            if task.when is not None and not self.renderer().condition(task.when):
+                return
+        except (ProvisionError, TemplateError, jinja2.TemplateError):
+            pass  # its `when` reads a need's result: it is read again once the needs ran
+        for index, need in enumerate(needed):
+            planned = self.plan_now(need)
+            if planned is None or (planned[1] is not None and planned[1].changed):
+                why = "it would change the host first" if planned else "it cannot be planned yet"
+                self.reporter.progress(self.state.name, f"{task.name}: not started early ({need.name}: {why}); "
+                                       "both run at their turn", None, None)
+                return
+            ok = self.run_task(need, needed[index + 1:])
+            work.done[task_key(need)] = self.result.tasks[-1]
+            if not ok:
+                return  # at its turn the failure is in the results, in order; nothing started early
+        self.start_in_unit(task, anchor)
+        work.used.extend(self.used)
+
+    def plan_now(self, task: Task) -> tuple[Any, Plan | None] | None:
+        """The task's arguments and its plan from the host as it is now (the probe kept in the run's
+        cache, so its turn reads it again); (None, None) when it is skipped (`when`); None when it cannot be
+        planned (its turn runs as it always did and says what went wrong)."""
+        op = REGISTRY[task.op]
+        try:
+            renderer = self.renderer()
+            if task.when is not None and not renderer.condition(task.when):
+                return None, None
+            args = self.validate(task, renderer)
+            probe = op.probe(args)
+            if probe is not None and probe.snippet not in self.cache:
+                self.cache.fill(self.state.connection(), [probe.snippet])
+            plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
+        except (ProvisionError, TemplateError, jinja2.TemplateError):
+            return None
+        if probe is not None:
+            self.used.append((task_key(task), probe.snippet))
+        return args, plan
+
+    def start_in_unit(self, task: Task, anchor: str) -> None:
+        """Plan the task now; when its plan changes the host and begins with a command, start that
+        command in a unit on the host (the plan's later steps run at its turn, after it). Anything else
+        (converged, a plan that fails, one that begins with an Action) is left to its turn, which then
+        runs as it always did and says what went wrong."""
+        work = self.state.early
+        assert work is not None
+        planned = self.plan_now(task)
+        if planned is None or planned[1] is None:
+            return
+        args, plan = planned
+        first = plan.steps[0] if plan.steps else None
+        if not plan.changed or not isinstance(first, Command) or not first.sudo:
+            return
+        unit = early.unit_name(task_key(task))
+        begun = time.time()
+        result = self.state.connection().run(early.start_script(unit, task.name), sudo=True,
+                                             data=early.unit_script(unit, first).encode())
+        self.cache.invalidate()  # the unit is changing what the probes read
+        if result.rc != 0:
+            self.reporter.progress(self.state.name, f"{task.name}: not started early (it runs at its turn): "
+                                   f"{REDACTOR(result.stderr.strip()[-300:])}", None, None)
+            return
+        work.units[task_key(task)] = early.Started(unit, anchor, args, plan, first, begun)
+        self.reporter.progress(self.state.name, f"started early: {task.name} (host unit {unit})", None, None)
+
+    def await_early(self, task: Task, started: early.Started, renderer: Renderer) -> TaskResult | None:
+        """At its turn, a task started early waits for its unit, following its output through the
+        operation's own apply; None when its arguments changed since (the normal course follows)."""
+        op = REGISTRY[task.op]
+        args = self.validate(task, renderer)
+        waiting = time.time()
+        follow = early.FollowConnection(self.state.connection(), started.command, started.unit)
+        applied = self.apply(op, started.plan, conn=follow)
+        ended = follow.ended or time.time()
+        if args != started.args:
+            return None
+        self.register(task, self.registered_value(started.plan, applied, True))
+        waited = time.time() - waiting
+        note = (f"started early after role {started.anchor}, in host unit {started.unit}; "
+                f"waited {waited:.0f} s for it")
+        summary = applied.summary or started.plan.summary
+        transferred = started.plan.result.get("transferred_bytes")
+        return TaskResult(task.name, task.role, Status.CHANGED, summary=REDACTOR(f"{summary} ({note})"),
+                          early={"unit": started.unit, "after": started.anchor, "started": started.started,
+                                 "ended": ended, "waited": waited,
+                                 **({"bytes": transferred} if isinstance(transferred, int) else {})})
 
     def interrupted(self, task: Task) -> bool:
         """After a Ctrl-C no new task starts: the host stops here, saying where (a rerun goes on)."""
@@ -306,6 +434,7 @@ class PlayOnHost:
 
     def run_task(self, task: Task, following: list[Task]) -> bool:
         self.reporter.task_started(self.state.name, task.name)
+        wall = time.time()
         started = time.monotonic()
         self.applying = False
         try:
@@ -316,6 +445,7 @@ class PlayOnHost:
             outcome = TaskResult(task.name, task.role, Status.FAILED, error=REDACTOR(self.describe_error(task, error)),
                                  ignored=task.ignore_errors)
         outcome.elapsed = time.monotonic() - started
+        outcome.started = wall
         self.result.tasks.append(outcome)
         self.reporter.task_finished(self.state.name, outcome)
         return outcome.status != Status.FAILED or task.ignore_errors
@@ -344,6 +474,12 @@ class PlayOnHost:
     def execute(self, task: Task, following: list[Task]) -> TaskResult:
         self.ran.add(task_key(task))
         renderer = self.renderer()
+        started = self.state.early.units.pop(task_key(task), None) if self.state.early is not None else None
+        if started is not None:
+            awaited = self.await_early(task, started, renderer)
+            if awaited is not None:
+                return awaited
+            renderer = self.renderer()
         if task.when is not None and not renderer.condition(task.when):
             self.register(task, {"skipped": True, "changed": False})
             return TaskResult(task.name, task.role, Status.SKIPPED)
@@ -438,12 +574,12 @@ class PlayOnHost:
             applied.summary = "; ".join(part for part in (before, applied.summary or plan.summary, after) if part)
         return applied
 
-    def apply(self, op: Any, plan: Plan) -> ApplyResult:
+    def apply(self, op: Any, plan: Plan, conn: Any = None) -> ApplyResult:
         from provision.ops.base import ApplyContext  # here: `up` connects before any operation is imported
 
         state = self.state
         context = ApplyContext(
-            conn=state.connection(), facts=state.known_facts, host_name=state.name,
+            conn=conn or state.connection(), facts=state.known_facts, host_name=state.name,
             progress=lambda description, completed=None, total=None: self.reporter.progress(
                 state.name, description, completed, total),
             reconnect=state.reconnect,

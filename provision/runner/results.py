@@ -32,6 +32,10 @@ class TaskResult:
     report: bool = False  # the summary is what the task is for: show it even when ok
     data: dict[str, Any] = field(default_factory=dict)
     reveal: str = field(default="", repr=False)  # shown on a terminal only, never in the document
+    started: float = 0.0  # wall clock (time.time) when the task began: the recap's timeline
+    # a task started early (runner/early.py): its unit, the role after which it started, when it
+    # started and ended (wall clock), how long its turn waited, and its bytes when the plan knows them
+    early: dict[str, Any] | None = None
 
     @property
     def changed(self) -> bool:
@@ -94,6 +98,8 @@ class RunResult:
         return self.aborted is None and not any(h.failed for h in self.hosts.values())
 
     def document(self) -> dict[str, Any]:
+        from provision.runner.timeline import document as timeline  # it reads these results
+
         return {
             "check": self.check,
             "ok": self.ok,
@@ -108,12 +114,15 @@ class RunResult:
                     "tasks": [
                         {
                             "name": t.task, "role": t.role, "status": str(t.status), "changed": t.changed,
-                            "elapsed": round(t.elapsed, 3), "summary": t.summary, "error": t.error,
+                            "elapsed": round(t.elapsed, 3), "started": round(t.started, 3), "summary": t.summary,
+                            "error": t.error,
+                            **({"early": t.early} if t.early else {}),
                             **({"diff": t.diff} if t.diff else {}),
                             **({"data": t.data} if t.data else {}),
                         }
                         for t in host.tasks
                     ],
+                    **({"timeline": timeline(host)} if not self.check else {}),
                 }
                 for name, host in self.hosts.items()
             },

@@ -17,6 +17,7 @@ from provision.playbook.model import Play
 from provision.playbook.templating import make_environment
 from provision.runner.batches import batches, too_many_failed
 from provision.runner.connect import MAX_CONNECTING, EarlyConnections, Timeouts, Trace, connect
+from provision.runner.early import EarlyWork, early_groups
 from provision.runner.events import Reporter
 from provision.runner.host_run import HostState, PlayOnHost, RunOptions
 from provision.runner.probe_memory import ProbeMemory, secret_values, selected_tasks
@@ -81,6 +82,8 @@ class Runner:
             if config.probe_memory is not None:
                 state.memory = ProbeMemory(config.probe_memory, memory_key(host))
             self.states[host.name] = state
+        if not config.options.check:  # check mode starts nothing early: each task plans at its turn
+            self.early_work(plays, selected)
         connections = [] if config.options.check else self.office_rotation()
         if config.probe_memory is not None:
             self.recall_probes(plays, selected)
@@ -100,6 +103,28 @@ class Runner:
     def progress_of(self, host_name: str) -> Callable[[str], None]:
         """A line of progress about `host_name` (the run lock's waiting), to the reporter."""
         return lambda text: self.reporter.progress(host_name, text, None, None)
+
+    def early_work(self, plays: list[Play], selected: list[Host]) -> None:
+        """Each host's tasks that start early (runner/early.py), those of the plays it is in."""
+        groups = early_groups(plays)
+        if not groups:
+            return
+        for host in selected:
+            state = self.states[host.name]
+            # `early_starts: false` (roles/model/defaults.yaml; `-e early_starts=false`): every task at
+            # its turn, today's sequential order (a benchmark's peer); a bool, checked before contact
+            mine = {anchor: [item for item in items if host.name in self.play_hosts(item.play)
+                             and host_variables(item.play, host, self.config.extra_vars).get("early_starts", True)
+                             is not False]
+                    for anchor, items in groups.items()}
+
+            def play_on_host(play: Play, host: Host = host, state: HostState = state) -> PlayOnHost:
+                variables = {**inventory_variables(self.inventory),
+                             **host_variables(play, host, self.config.extra_vars)}
+                return PlayOnHost(play, state, variables, make_environment(play.template_dirs), self.config.options,
+                                  self.reporter, HostResult(host.name))
+
+            state.early = EarlyWork({anchor: items for anchor, items in mine.items() if items}, play_on_host)
 
     def office_rotation(self) -> list[Any]:
         """The inventory's office gateways, for the hosts' interrupting changes (runner/rotation.py);

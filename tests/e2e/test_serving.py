@@ -159,6 +159,31 @@ def test_first_up_downloads_pulls_starts_and_passes_both_smoke_checks(served, la
     assert record["current"]["weights"] == {"repo": REPO, "revision": "main", "commit": hub.repository.commit}
 
 
+def test_the_weights_download_starts_in_a_host_unit_beside_the_drivers_apt_work(served, laptop):
+    first, host = served["first"], laptop.host
+    tasks = {task["name"]: task for task in first.host(host.name)["tasks"]}
+    weights, driver = tasks["model weights downloaded and verified"], tasks["NVIDIA open driver installed and held"]
+    assert weights["status"] == "changed" and weights["early"]["after"] == "office_cache_client"
+    assert weights["early"]["started"] < driver["started"] + driver["elapsed"], \
+        "the download did not start before the driver's apt work ended"
+    assert weights["started"] > driver["started"] + driver["elapsed"], "the task waits at its turn"
+    # the recap's timeline says where the time went, in plain lines (this run has no terminal)
+    assert f"timeline of {host.name}" in first.output
+    assert "background: model weights downloaded and verified (host unit provision-early-" in first.output
+    print("\n".join(line for line in first.output.splitlines() if line.startswith(("timeline of", "   "))))
+    timeline = first.host(host.name)["timeline"]
+    background = [phase for phase in timeline if phase["background"]]
+    assert [phase["phase"].split(" (")[0] for phase in background] == ["model weights downloaded and verified",
+                                                                       "vLLM image pulled"]
+    # the image pull starts once dockerd runs, beside the container toolkit's work
+    pull, toolkit = tasks["vLLM image pulled"], tasks["NVIDIA Container Toolkit installed"]
+    assert pull["early"]["after"] == "docker" and pull["early"]["started"] < toolkit["started"] + toolkit["elapsed"]
+    assert any(wait["for"] == "model weights downloaded and verified" for phase in timeline
+               for wait in phase["waited"])
+    # the unit, its file and its script (which held the token) are gone
+    assert sh(host, "ls -A /var/lib/provision/early; ls /etc/systemd/system | grep -c provision-early || true") == "0"
+
+
 def test_planned_and_found_memory_are_reported_and_recorded(served, laptop):
     tasks = served["first"].host(laptop.host.name)["tasks"]
     memory = next(t for t in tasks if t["name"] == "vLLM memory, planned vs found")
@@ -387,12 +412,13 @@ def killed_download(rolled_back, laptop: Laptop, tmp_path_factory) -> Iterator[d
         assert process.poll() is None, "the run ended before the download was under way"
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
-        time.sleep(3)
-        left = int(laptop.host.exec(f"stat -c %s {part}")[1].split()[0])
+        # the shard's bytes on the host, in its .part or, once complete, its blob
+        largest = f"find {part.rsplit('/', 1)[0]} -type f -printf '%s\\n' | sort -n | tail -1"
+        left = int(laptop.host.exec(largest)[1].split()[0])
         time.sleep(2)
-        still = int(laptop.host.exec(f"stat -c %s {part}")[1].split()[0])
+        still = int(laptop.host.exec(largest)[1].split()[0])
         rerun = laptop.up("resume", "--tags", "model")
-        yield {"rerun": rerun, "left": left, "still": still, "size": size, "ps": ps_during,
+        yield {"host": laptop.host.name, "rerun": rerun, "left": left, "still": still, "size": size, "ps": ps_during,
                "requests": [r for r in read_request_log(tmp / "log.jsonl") if "/resolve/" in r["path"]
                             and r["path"].endswith(".safetensors")]}
     finally:
@@ -400,16 +426,20 @@ def killed_download(rolled_back, laptop: Laptop, tmp_path_factory) -> Iterator[d
         laptop.set_vars(max_num_seqs=3)
 
 
-def test_a_killed_download_resumes_on_the_next_run(killed_download):
+def test_a_killed_download_goes_on_in_its_host_unit_and_the_rerun_completes(killed_download):
     rerun = killed_download["rerun"]
     assert rerun.returncode == 0, rerun.output
     left, size = killed_download["left"], killed_download["size"]
     assert 0 < left < size
-    assert killed_download["still"] == left, "the host kept downloading after the tool was killed"
-    first, resumed = killed_download["requests"]
+    # the download runs in a unit on the host (runner/early.py): it outlives the killed controller
+    assert killed_download["still"] > left, "the host unit stopped downloading when the tool was killed"
+    first, *resumed = killed_download["requests"]
     assert first["range"] is None
-    assert resumed["range"] == f"bytes={left}-" and resumed["status"] == 206
-    assert resumed["bytes_sent"] == size - left, "the rerun downloaded only what was missing"
+    # a rerun that found it still running stopped it and resumed from the .part, never from zero
+    assert all(r["range"] and int(r["range"][6:-1]) >= left and r["status"] == 206 for r in resumed)
+    weights = next(t for t in rerun.host(killed_download["host"])["tasks"]
+                   if t["name"] == "model weights downloaded and verified")
+    assert weights["status"] in ("ok", "changed") and "provision-test/slow-model" in weights["summary"]
     assert HF_TOKEN not in killed_download["ps"]
 
 

@@ -113,3 +113,15 @@ def test_a_connection_setting_in_extra_vars_is_refused_saying_where_it_goes(tmp_
     assert "did you mean" not in done.stderr and "-K" in done.stderr
     assert "pw-on-argv-123" not in done.stderr + done.stdout
     assert connections == []
+
+
+def test_early_starts_takes_a_bool_and_a_wrong_value_is_refused_before_contact(tmp_path, listener):
+    """`-e early_starts=false` is the sequential order a benchmark compares with; a value that is not
+    a bool is refused naming the key (roles/model/meta/argument_specs.yaml), and no host is contacted."""
+    port, connections = listener
+    inventory = tmp_path / "host.yaml"
+    inventory.write_text(f"name: lab1\naddress: 127.0.0.1\nport: {port}\n")
+    done = provision("up", str(inventory), "-e", "early_starts=sometimes")
+    assert done.returncode == 2, done.stderr
+    assert "early_starts" in done.stderr and "sometimes" in done.stderr, done.stderr
+    assert connections == []

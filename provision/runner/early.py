@@ -1,0 +1,251 @@
+"""Tasks that start early: a change that needs only what a few tasks give (curl, a mirror's URL) runs
+in a unit on the host from the moment those have run, while the tasks between go on; at its own turn
+the task waits for that unit, following its output as if it ran there.
+
+A task says so in its role's data (`starts_early: ROLE`, `needs: [TASK, ...]`); nothing here knows
+which task or role: the playbook's order decides where a group starts (right after the named role's
+tasks on the host), the task's own plan decides what the unit runs (its one command, exactly what
+apply would run; check mode starts nothing, so its plan stays the plan the task shows).
+
+The unit (`provision-early-<hash>.service`, a unit file rather than a transient `systemd-run` unit so
+that it is enabled: it outlives the controller and starts again after a reboot; `Restart=on-failure`)
+runs the command's script from a root-only file (it may hold a token, as the command would on stdin);
+on success the script disables the unit and deletes that file itself, and writes `status` 0. The
+wait reads the unit's output (`out.log`, fed to the operation's own progress parser) until the unit
+is no longer active, then removes what is left. A rerun after a killed run stops the unit that run
+left and starts one from its fresh plan (an interrupted download resumes from its `.part` files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from provision.connection.base import CommandResult, checked, wrap_script
+from provision.shell import quote
+
+if TYPE_CHECKING:
+    from provision.ops.base import Plan
+    from provision.playbook.model import Play, Task
+    from provision.runner.results import TaskResult
+    from provision.shell import Command
+
+UNIT_DIR = "/etc/systemd/system"
+STATE_DIR = "/var/lib/provision/early"
+ENDED = "__provision_early_ended="  # the follow script's last line: when the unit's command ended
+
+
+@dataclass(frozen=True)
+class EarlyTask:
+    """A task that starts early, with the play it belongs to (whose variables render it)."""
+
+    play: Play
+    task: Task
+
+
+@dataclass
+class Started:
+    """A unit started early for a task in this run: what it runs and when it began."""
+
+    unit: str
+    anchor: str
+    args: Any
+    plan: Plan
+    command: Command
+    started: float  # wall clock (time.time)
+
+
+@dataclass
+class EarlyWork:
+    """One host's early work in a run: the tasks that ran early (their results, reported again at
+    their turn) and the units started."""
+
+    groups: dict[str, list[EarlyTask]]
+    play_on_host: Callable[[Play], Any]  # a PlayOnHost for another play of the run, on this host
+    done: dict[str, TaskResult] = field(default_factory=dict)
+    units: dict[str, Started] = field(default_factory=dict)
+    used: list[tuple[str, str]] = field(default_factory=list)  # (task key, the probe snippet it planned from)
+
+
+def early_groups(plays: list[Play]) -> dict[str, list[EarlyTask]]:
+    """Role name -> the tasks that start once it has run (roles in the playbook only; the loader
+    checked that the role runs before the task)."""
+    roles = {role.name for play in plays for role in play.roles}
+    groups: dict[str, list[EarlyTask]] = {}
+    for play in plays:
+        for task in play.tasks:
+            if task.starts_early in roles:
+                groups.setdefault(task.starts_early, []).append(EarlyTask(play, task))
+    return groups
+
+
+def triggers(play: Play, selected: list[Task], anchors: set[str]) -> dict[int, list[str]]:
+    """Where, in the play's selected tasks, each anchor role of this play ends: index -> roles (the
+    group starts before that task; len(selected) is after the last). A role none of whose tasks is
+    selected ends where its tasks would have run."""
+    points: dict[int, list[str]] = {}
+    position = 0
+    chosen = {id(task) for task in selected}
+    for role in play.roles:
+        position += len(role.tasks)
+        if role.name in anchors:
+            index = sum(1 for task in play.tasks[:position] if id(task) in chosen)
+            points.setdefault(index, []).append(role.name)
+    return points
+
+
+def unit_name(task_key: str) -> str:
+    """The host unit of a task (its source and name): the same in every run, so a rerun finds the one a
+    killed run left."""
+    return "provision-early-" + hashlib.sha256(task_key.encode()).hexdigest()[:12]
+
+
+def _description(text: str) -> str:
+    """A task name as a unit file's Description: one line, no `%` specifiers, no backslashes."""
+    return " ".join(text.replace("%", "%%").replace("\\", "/").split())[:200]
+
+
+def unit_file(unit: str, task_name: str) -> str:
+    folder = f"{STATE_DIR}/{unit}"
+    return f"""[Unit]
+Description=provision (started early): {_description(task_name)}
+Wants=network-online.target
+After=network-online.target
+StartLimitIntervalSec=600
+StartLimitBurst=5
+
+[Service]
+Type=exec
+Environment=HOME=/root
+ExecStart=/bin/bash {folder}/run.sh
+StandardOutput=append:{folder}/out.log
+StandardError=append:{folder}/err.log
+Restart=on-failure
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def unit_script(unit: str, command: Command) -> str:
+    """What the unit runs: the command exactly as a connection would run it (its payload on fd 3 and
+    its env), then, on success: `status` 0, the unit disabled and its file and this script removed
+    (a token it holds is on disk only while the work is unfinished)."""
+    folder = quote(f"{STATE_DIR}/{unit}")
+    return wrap_script(command.script, command.data, command.env) + f"""
+date +%s.%N > {folder}/ended
+echo 0 > {folder}/status
+systemctl disable --quiet -- {quote(unit + '.service')} 2>/dev/null || true
+rm -f -- {quote(f'{UNIT_DIR}/{unit}.service')} {folder}/run.sh
+"""
+
+
+def start_script(unit: str, task_name: str) -> str:
+    """Stop a unit a killed run left, write the unit's script (payload on fd 3, root-only) and file,
+    enable and start it. Each file is written to a temporary name and renamed: none is half-written."""
+    folder = quote(f"{STATE_DIR}/{unit}")
+    service = quote(unit + ".service")
+    unit_path = quote(f"{UNIT_DIR}/{unit}.service")
+    return f"""systemctl stop -- {service} 2>/dev/null || true
+systemctl reset-failed -- {service} 2>/dev/null || true
+umask 077
+mkdir -p -- {folder}
+chmod 700 -- {folder}
+rm -f -- {folder}/status {folder}/ended
+cat <&3 > {folder}/.run.sh.tmp
+mv -f -- {folder}/.run.sh.tmp {folder}/run.sh
+: > {folder}/out.log
+: > {folder}/err.log
+printf '%s' {quote(unit_file(unit, task_name))} > {unit_path}.tmp
+chmod 644 -- {unit_path}.tmp
+mv -f -- {unit_path}.tmp {unit_path}
+systemctl daemon-reload
+systemctl enable --now --quiet -- {service}
+"""
+
+
+def follow_script(unit: str) -> str:
+    """Print the unit's output from its start until it is no longer active (restarts included), and
+    when its command ended; then exit 0 when it finished (`status` 0), else with its exit status and
+    its stderr's end. What it left on the host is removed either way (a rerun starts afresh)."""
+    folder = quote(f"{STATE_DIR}/{unit}")
+    service = quote(unit + ".service")
+    return f"""(
+  while :; do
+    case "$(systemctl show -p ActiveState --value -- {service})" in
+      active|activating|deactivating|reloading) sleep 0.5 ;;
+      *) break ;;
+    esac
+  done
+) &
+waiter=$!
+# tail ends once the waiter has, after reading the file a last time (GNU tail --pid)
+tail -n +1 -F -s 0.2 --pid="$waiter" -- {folder}/out.log 2>/dev/null || true
+wait "$waiter" || true
+ended=$(cat -- {folder}/ended 2>/dev/null || date +%s.%N)
+echo "{ENDED}$ended"
+rc=1
+if [ "$(cat -- {folder}/status 2>/dev/null)" = 0 ]; then
+  rc=0
+else
+  status=$(systemctl show -p ExecMainStatus --value -- {service} 2>/dev/null || true)
+  result=$(systemctl show -p Result --value -- {service} 2>/dev/null || true)
+  echo "the host unit {unit} ended: ${{result:-gone}} (exit status ${{status:-?}})" >&2
+  tail -c 2000 -- {folder}/err.log >&2 2>/dev/null || true
+  case "$status" in ''|0) ;; *) rc=$status ;; esac
+fi
+systemctl stop -- {service} 2>/dev/null || true
+systemctl disable --quiet -- {service} 2>/dev/null || true
+rm -f -- {quote(f'{UNIT_DIR}/{unit}.service')}
+systemctl daemon-reload
+systemctl reset-failed -- {service} 2>/dev/null || true
+rm -rf -- {folder}
+exit "$rc"
+"""
+
+
+class FollowConnection:
+    """The connection an early task's apply runs through at its turn: the command the unit runs is
+    answered by following the unit (its output lines, its exit status); anything else the apply runs
+    goes to the host as usual. `ended` is when the unit's command ended (wall clock), once known."""
+
+    def __init__(self, conn: Any, command: Command, unit: str) -> None:
+        self._conn = conn
+        self._command = command
+        self._unit = unit
+        self.ended: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def run_command(self, command: Command, check: bool = True) -> CommandResult:
+        return checked(self, command, check)  # type: ignore[arg-type]  # a Connection in all it is asked
+
+    def run(self, script: str, *, sudo: bool = True, data: bytes | None = None, env: dict[str, str] | None = None,
+            timeout: float | None = None, on_output: Callable[[str], None] | None = None) -> CommandResult:
+        if script != self._command.script:
+            return self._conn.run(script, sudo=sudo, data=data, env=env, timeout=timeout, on_output=on_output)
+        lines: list[str] = []
+
+        def line(text: str) -> None:
+            if text.startswith(ENDED):
+                try:
+                    self.ended = float(text[len(ENDED):])
+                except ValueError:
+                    self.ended = time.time()
+                return
+            lines.append(text)
+            if on_output is not None:
+                on_output(text)
+
+        result = self._conn.run(follow_script(self._unit), sudo=True, on_output=line)
+        if self.ended is None:  # a connection that gives the output at the end (the local one)
+            for text in result.stdout.splitlines():
+                if text.startswith(ENDED):
+                    line(text)
+        stdout = "\n".join(text for text in result.stdout.splitlines() if not text.startswith(ENDED))
+        return CommandResult(stdout=stdout, stderr=result.stderr, rc=result.rc)

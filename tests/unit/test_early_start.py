@@ -1,0 +1,262 @@
+"""Tasks that start early (runner/early.py): where a group starts, what the loader refuses, and the
+runner's order end to end through the local connection.
+
+The host's systemd cannot run here: `UnitStandIn` (a stand-in for systemd, named so) answers the two
+scripts the runner sends about a unit — the start (it runs the unit's script, as the unit would, once
+started) and the follow (the script's output and status). The lab test (tests/e2e/test_gpu_up.py) runs
+the same scripts against the lab host's real systemd.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provision.connection.base import CommandResult
+from provision.errors import InputError
+from provision.inventory.loader import load_inventory
+from provision.playbook.loader import load_playbook
+from provision.runner import early
+from provision.runner import runner as runner_module
+from provision.runner.events import SilentReporter
+from provision.runner.host_run import RunOptions
+from provision.runner.runner import RunConfig, Runner
+
+UNIT = re.compile(r"provision-early-[0-9a-f]{12}")
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    target = tmp_path / "target"
+    target.mkdir()
+    write(tmp_path / "inventory.yaml", f"""
+        name: here
+        connection: local
+        vars:
+          target: {target}
+    """)
+    write(tmp_path / "playbooks/site.yaml", """
+        - name: host
+          hosts: all
+          roles: [prep, slow]
+        - name: server
+          hosts: all
+          roles: [fetch]
+    """)
+    write(tmp_path / "roles/prep/tasks.yaml", """
+        - name: prepared
+          command: {cmd: "echo prep >> {{ target }}/order", creates: "{{ target }}/prepared"}
+        - name: prepared marker
+          command: {cmd: "touch {{ target }}/prepared", creates: "{{ target }}/prepared"}
+    """)
+    write(tmp_path / "roles/slow/tasks.yaml", """
+        - name: slow work
+          command: {cmd: "echo slow >> {{ target }}/order; touch {{ target }}/slow", creates: "{{ target }}/slow"}
+    """)
+    write(tmp_path / "roles/fetch/tasks.yaml", """
+        - name: tool installed
+          command: {cmd: "echo tool >> {{ target }}/order; touch {{ target }}/tool", creates: "{{ target }}/tool"}
+          register: tool
+        - name: unrelated
+          command: {cmd: "touch {{ target }}/unrelated", creates: "{{ target }}/unrelated"}
+        - name: weights downloaded
+          starts_early: prep
+          needs: [tool installed]
+          command:
+            cmd: "echo weights >> {{ target }}/order; echo file=w; echo 42 > {{ target }}/weights"
+            creates: "{{ target }}/weights"
+          register: weights
+        - name: served
+          command: {cmd: "echo served >> {{ target }}/order; touch {{ target }}/served", creates: "{{ target }}/served"}
+    """)
+    return tmp_path
+
+
+class UnitStandIn:
+    """Stand-in for the host's systemd (none runs in a unit test): the start script's unit runs at
+    once (its output kept), the follow script gives that output back with its exit status."""
+
+    def __init__(self, conn: Any, log: list[str]) -> None:
+        self._conn = conn
+        self.log = log
+        self.units: dict[str, tuple[str, int]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def run(self, script: str, **kwargs: Any) -> CommandResult:
+        if "systemctl enable --now" in script:
+            unit = UNIT.search(script).group(0)  # type: ignore[union-attr]
+            command = kwargs["data"].decode().split(f"\ndate +%s.%N > '{early.STATE_DIR}", 1)[0]
+            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
+            self.units[unit] = (done.stdout, done.returncode)
+            self.log.append(f"start {unit}")
+            return CommandResult("", "", 0)
+        if early.ENDED in script:
+            unit = UNIT.search(script).group(0)  # type: ignore[union-attr]
+            stdout, rc = self.units.pop(unit)
+            self.log.append(f"follow {unit}")
+            for line in stdout.splitlines():
+                kwargs["on_output"](line)
+            kwargs["on_output"](f"{early.ENDED}1700000000.5")
+            return CommandResult(stdout + f"{early.ENDED}1700000000.5\n", "" if rc == 0 else "failed", rc)
+        return self._conn.run(script, **kwargs)
+
+
+@pytest.fixture
+def log(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    events: list[str] = []
+    real = runner_module.connect
+    monkeypatch.setattr(runner_module, "connect", lambda *a, **k: UnitStandIn(real(*a, **k), events))
+    return events
+
+
+def run(project: Path, **options: Any) -> dict:
+    inventory = load_inventory(project / "inventory.yaml")
+    plays = load_playbook(project / "playbooks/site.yaml")
+    options.setdefault("handlers_dir", str(project / "host-state/handlers"))
+    result = Runner(inventory, RunConfig(options=RunOptions(**options), lock=False), SilentReporter()).run(plays)
+    return result.document()["hosts"]["here"]
+
+
+def statuses(host: dict) -> list[tuple[str, str]]:
+    return [(task["name"], task["status"]) for task in host["tasks"]]
+
+
+def test_the_task_starts_after_its_role_with_what_it_needs_and_is_awaited_at_its_turn(project: Path,
+                                                                                     log: list[str]):
+    target = project / "target"
+    (target / "tool").touch()  # the needed task changes nothing: it runs early for its result
+    host = run(project)
+    assert host["error"] is None, host
+    # the needed task and the start ran right after `prep`, before `slow`; the rest at their turn
+    assert (target / "order").read_text().split() == ["prep", "weights", "slow", "served"]
+    assert (target / "weights").read_text() == "42\n"
+    assert [event.split()[0] for event in log] == ["start", "follow"]
+    # the results list every task once, in the play's order
+    assert statuses(host) == [("prepared", "changed"), ("prepared marker", "changed"), ("slow work", "changed"),
+                              ("tool installed", "ok"), ("unrelated", "changed"),
+                              ("weights downloaded", "changed"), ("served", "changed")]
+    weights = host["tasks"][5]
+    assert "started early after role prep" in weights["summary"]
+    assert weights["early"]["after"] == "prep" and weights["early"]["ended"] == 1700000000.5
+    assert host["tasks"][3]["started"] < host["tasks"][2]["started"]  # `tool installed` ran before `slow work`
+
+
+def test_a_needed_task_that_would_change_the_host_keeps_its_turn_and_so_does_the_task(project: Path,
+                                                                                     log: list[str]):
+    """Only the task's own change moves ahead: a need that installs something (an apt task that would
+    first repair an interrupted dpkg, before the driver role's DKMS check) runs in order, and the task
+    after it, as without early starts."""
+    host = run(project)
+    assert host["error"] is None, host
+    assert (project / "target/order").read_text().split() == ["prep", "slow", "tool", "weights", "served"]
+    assert log == []
+    assert all(status == "changed" for _, status in statuses(host))
+
+
+def test_early_starts_false_runs_every_task_at_its_turn(project: Path, log: list[str]):
+    (project / "target/tool").touch()
+    inventory = load_inventory(project / "inventory.yaml")
+    plays = load_playbook(project / "playbooks/site.yaml")
+    options = RunOptions(handlers_dir=str(project / "host-state/handlers"))
+    config = RunConfig(options=options, lock=False, extra_vars={"early_starts": False})
+    host = Runner(inventory, config, SilentReporter()).run(plays).document()["hosts"]["here"]
+    assert host["error"] is None, host
+    assert (project / "target/order").read_text().split() == ["prep", "slow", "weights", "served"]
+    assert log == []
+
+
+def test_check_mode_starts_nothing_and_predicts_the_run(project: Path, log: list[str]):
+    predicted = run(project, check=True)
+    assert log == [] and not (project / "target/order").exists()
+    applied = run(project)
+    changed = [name for name, status in statuses(applied) if status == "changed"]
+    assert [name for name, status in statuses(predicted) if status == "changed"] == changed, statuses(predicted)
+
+
+def test_a_rerun_starts_nothing_and_changes_nothing(project: Path, log: list[str]):
+    run(project)
+    log.clear()
+    again = run(project)
+    assert log == []
+    assert all(status == "ok" for _, status in statuses(again))
+
+
+def test_a_failed_unit_fails_the_task_at_its_turn_naming_it(project: Path, log: list[str]):
+    tasks = project / "roles/fetch/tasks.yaml"
+    tasks.write_text(tasks.read_text().replace("echo 42 >", "exit 7; echo 42 >"))
+    host = run(project)
+    assert statuses(host)[-1] == ("weights downloaded", "failed")
+    assert "weights downloaded" in host["tasks"][-1]["error"]
+    assert (project / "target/slow").exists()  # the work between went on
+
+
+def test_triggers_place_a_group_after_its_roles_selected_tasks(project: Path):
+    plays = load_playbook(project / "playbooks/site.yaml")
+    host_play = plays[0]
+    assert early.triggers(host_play, host_play.tasks, {"prep"}) == {2: ["prep"]}
+    # none of prep's tasks selected (`--tags slow`): the group starts where they would have run
+    assert early.triggers(host_play, host_play.tasks[2:], {"prep"}) == {0: ["prep"]}
+    assert early.triggers(plays[1], plays[1].tasks, {"prep"}) == {}
+    groups = early.early_groups(plays)
+    assert [(item.play.name, item.task.name) for item in groups["prep"]] == [("server", "weights downloaded")]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("needs: [tool installed]", "needs: [tool installd]"),
+    ("starts_early: prep", "starts_early: fetch"),
+    ("  register: weights", "  notify: x"),
+])
+def test_the_loader_refuses_a_wrong_declaration_naming_file_and_line(project: Path, change: str, message: str):
+    tasks = project / "roles/fetch/tasks.yaml"
+    tasks.write_text(tasks.read_text().replace(change, message))
+    with pytest.raises(InputError) as error:
+        load_playbook(project / "playbooks/site.yaml")
+    assert "tasks.yaml:6" in str(error.value)
+
+
+def test_the_unit_script_removes_the_token_file_only_after_success():
+    from provision.shell import Command
+
+    script = early.unit_script("provision-early-x", Command(script="download", data=b"m"))
+    body, tail = script.split(f"\ndate +%s.%N > '{early.STATE_DIR}/provision-early-x'/ended", 1)
+    assert body.rstrip().endswith("} </dev/null") and "set -euo pipefail" in body  # a failure exits first
+    assert "run.sh" in tail and "systemctl disable" in tail and "/status" in tail
+    unit = early.unit_file("provision-early-x", "weights 100% \\ done")
+    assert "Restart=on-failure" in unit and "WantedBy=multi-user.target" in unit
+    assert "Description=provision (started early): weights 100%% / done" in unit
+
+
+def test_the_timeline_shows_the_background_phase_and_what_waited_for_it(project: Path, log: list[str]):
+    from provision.runner.results import HostResult, RunResult, Status, TaskResult
+    from provision.runner.timeline import lines, phases
+
+    host = HostResult("here", tasks=[
+        TaskResult("apt", "driver", Status.CHANGED, elapsed=50.0, started=1000.0),
+        TaskResult("curl", "model", Status.OK, elapsed=1.0, started=999.0),  # ran early, before the driver
+        TaskResult("weights", "model", Status.CHANGED, elapsed=5.0, started=1060.0,
+                   early={"unit": "provision-early-x", "after": "prep", "started": 1000.5, "ended": 1064.5,
+                          "waited": 5.0, "bytes": 64 * 1024 * 1024}),
+    ])
+    found = phases(host)
+    assert [(p.name, p.background) for p in found] == [
+        ("model", False), ("driver", False), ("weights (host unit provision-early-x, after role prep)", True),
+        ("model", False)]
+    assert found[2].rate == 1024 * 1024 and found[3].waited == [("weights", 5.0)]
+    text = lines(RunResult({"here": host}))
+    assert text[0].startswith("timeline of here")
+    assert text[3] == ("       1.5     65.5     64.0 s  background: weights (host unit provision-early-x, after role "
+                       "prep) (64.0 MiB; 1.0 MiB/s)")
+    assert text[4].endswith("(1 of 1 changed; waited 5.0 s for 'weights')")
