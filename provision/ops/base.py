@@ -68,6 +68,10 @@ class Action:
 
     description: str
 
+    def scripts(self) -> tuple[Command, ...]:
+        """The shell scripts this step runs on the host (a poll's check, a pull and its inspect)."""
+        return ()
+
 
 Step = Command | Action
 StepKind = TypeVar("StepKind", bound=Action)
@@ -99,6 +103,12 @@ class Plan:
     def commands(self) -> list[Command]:
         """The shell steps, in order."""
         return [step for step in self.steps if isinstance(step, Command)]
+
+    @property
+    def scripts(self) -> list[Command]:
+        """Every shell script the steps run, in order: the commands and those the actions run."""
+        return [script for step in self.steps
+                for script in ((step,) if isinstance(step, Command) else step.scripts())]
 
     @classmethod
     def ok(cls, summary: str = "", **result: Any) -> Plan:

@@ -45,8 +45,8 @@ def assert_bash_parses(script: str) -> None:
 
 
 def assert_commands_parse(result: Plan) -> None:
-    """Every command, as wrapped for the host, is valid bash; payloads never appear in the script text."""
-    for command in result.commands:
+    """Every script the plan runs, as wrapped for the host, is valid bash; payloads never in the script text."""
+    for command in result.scripts:
         assert_bash_parses(wrap_script(command.script, command.data, command.env))
         if command.data:
             assert command.data.decode(errors="replace") not in command.script
