@@ -69,9 +69,9 @@ def probe_local(op_name: str, **args: Any) -> str:
 
 
 def apply_local(result: Plan) -> list[CommandResult]:
-    """Run a plan's commands here, in order, stopping at (and asserting on) the first failure."""
+    """Run a plan's scripts here, in order, stopping at (and asserting on) the first failure."""
     outputs = []
-    for command in result.commands:
+    for command in result.scripts:
         output = run_local(command.script, command.data, command.env)
         assert output.rc == 0, f"{command.description} failed: {output.stderr}"
         outputs.append(output)
@@ -88,7 +88,7 @@ def converge_local(op_name: str, **args: Any) -> tuple[Plan, Plan]:
 
 
 def script_of(result: Plan) -> str:
-    return "\n".join(command.script for command in result.commands)
+    return "\n".join(command.script for command in result.scripts)
 
 
 
