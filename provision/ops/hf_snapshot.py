@@ -139,12 +139,12 @@ class RepoFile:
 
 @dataclass(frozen=True)
 class Download(Action):
-    """Run `download` (the `missing` files of `repo` from `endpoint`, of `total` bytes in the
-    snapshot), its output read line by line into progress."""
+    """Run `download` (the `missing` ones of the snapshot's `files`, of `repo` from `endpoint`), its
+    output read line by line into progress over the snapshot's bytes."""
 
     repo: str
     endpoint: str
-    total: int
+    files: tuple[RepoFile, ...]
     missing: tuple[RepoFile, ...]
     download: Command
 
@@ -366,7 +366,7 @@ class HfSnapshotOperation(Operation):
         command = Command(script=download_script(args, commit, files, missing), data=manifest(files),
                           description=f"download {args.repo}@{commit[:12]}")
         # an empty snapshot has no progress to show: its one command runs as any other
-        step = Download(command.description, repo=args.repo, endpoint=args.endpoint, total=sum(f.size for f in files),
+        step = Download(command.description, repo=args.repo, endpoint=args.endpoint, files=tuple(files),
                         missing=tuple(missing), download=command) if files else command
         return Plan(changed=True, steps=[step], summary=summary, result=result)
 
@@ -374,7 +374,7 @@ class HfSnapshotOperation(Operation):
         if all(isinstance(step, Command) for step in plan.steps):  # a failure to report, an empty snapshot
             return super().apply(ctx, plan)
         step = only_step(plan, Download)
-        total, repo = step.total, step.repo
+        total, repo = sum(f.size for f in step.files), step.repo
         throttle = ProgressThrottle(ctx.progress)
         current = {"file": ""}
         rate = TransferRate(time.monotonic)
