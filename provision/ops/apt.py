@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.dpkg_lock import dpkg_lock_script, lock_wait_progress
 from provision.ops.needs import Need, Packages
 from provision.ops.scripting import probe_block
@@ -236,11 +236,15 @@ def package_words(value: Any) -> list[str]:
     return [str(item) for item in value or []]
 
 
-@dataclass
-class AptPlan(Plan):
-    """A package plan; `detect_upgrade`: apply decides `changed` from whether versions moved."""
+@dataclass(frozen=True)
+class UpgradeIfNewer(Action):
+    """Run `command`, an "upgrade if newer" whose versions are not known before: it changed the host
+    when it printed CHANGED_MARK (the versions moved)."""
 
-    detect_upgrade: bool = False
+    command: Command
+
+    def scripts(self) -> tuple[Command, ...]:
+        return (self.command,)
 
 
 @register
@@ -331,8 +335,9 @@ class AptOperation(Operation):
         # wait for the dpkg lock ourselves first, showing who holds it (apt-get waits silently)
         steps.insert(0, f"{dpkg_lock_script()}\nwait_dpkg_lock {DPKG_LOCK_TIMEOUT_S}")
         command = Command(script="\n".join(steps), description="apt: " + "; ".join(summary))
-        return AptPlan(changed=changed, steps=[command], summary="; ".join(summary),
-                       detect_upgrade=bool(upgrade_unknown) and not changed)
+        detect = bool(upgrade_unknown) and not changed
+        return Plan(changed=changed, steps=[UpgradeIfNewer(command.description, command) if detect else command],
+                    summary="; ".join(summary))
 
     def _package_changes(
         self, args: AptArgs, current: AptState, packages: dict[str, PackageState | None],
@@ -387,10 +392,14 @@ class AptOperation(Operation):
                 ctx.progress(waiting)
 
         last = None
-        for command in plan.commands:
-            last = run_streaming(ctx.conn, command, on_line)
-        result = ApplyResult(changed=plan.changed, stdout=last.stdout if last else "",
-                             stderr=last.stderr if last else "", rc=last.rc if last else 0, result=dict(plan.result))
-        if isinstance(plan, AptPlan) and plan.detect_upgrade:
-            result.changed = CHANGED_MARK in result.stdout
-        return result
+        changed = plan.changed
+        for step in plan.steps:
+            if isinstance(step, UpgradeIfNewer):
+                last = run_streaming(ctx.conn, step.command, on_line)
+                changed = changed or CHANGED_MARK in last.stdout
+            elif isinstance(step, Command):
+                last = run_streaming(ctx.conn, step, on_line)
+            else:
+                raise TypeError(f"apt cannot apply {step!r}")
+        return ApplyResult(changed=changed, stdout=last.stdout if last else "",
+                           stderr=last.stderr if last else "", rc=last.rc if last else 0, result=dict(plan.result))

@@ -13,9 +13,10 @@ An operation module defines one `Operation` subclass and registers it with `@reg
    failure. A plan without steps is never applied.
 
 The contract that keeps check mode exact: a plan's `steps` are exactly what apply does, in order. A
-step is a `Command` (a shell script apply runs) or an `Action` (work the operation does itself in
-Python: an SFTP copy, a poll, a deploy with its checks), so a plan never hides work behind a
-placeholder command. `changed` says whether the steps change the host (a wait or a check has steps
+step is a `Command` (a shell script apply runs) or an `Action` subclass (work the operation does
+itself in Python: an SFTP copy, a poll, a deploy with its checks) that carries the typed inputs apply
+needs, so a plan never hides work behind a placeholder command and apply reads nothing but its steps.
+`changed` says whether the steps change the host (a wait or a check has steps
 and changes nothing; a change always has steps); the runner counts a change from the outcome apply
 returns (`ApplyResult.changed`, which is `changed` unless apply found out, as apt's "upgrade if
 newer" does) and reports the outcome's `summary` when apply says what it did ("pulled X (digest)").
@@ -61,12 +62,26 @@ class Probe(Generic[State]):
 @dataclass(frozen=True)
 class Action:
     """A step the operation's own `apply` performs in Python rather than as one shell script: what
-    it does, said as check mode lists it (the default apply refuses a plan that holds one)."""
+    it does, said as check mode lists it (the default apply refuses a plan that holds one). An
+    operation subclasses it (a frozen dataclass) with the typed inputs its apply needs for that step
+    (`PullImage(image=...)`), and its apply dispatches on the step types it is handed."""
 
     description: str
 
+    def scripts(self) -> tuple[Command, ...]:
+        """The shell scripts this step runs on the host (a poll's check, a pull and its inspect)."""
+        return ()
+
 
 Step = Command | Action
+StepKind = TypeVar("StepKind", bound=Action)
+
+
+def only_step(plan: Plan, kind: type[StepKind]) -> StepKind:
+    """The plan's one step, which must be a `kind`: what an apply of one Python-side step is handed."""
+    if len(plan.steps) != 1 or not isinstance(plan.steps[0], kind):
+        raise TypeError(f"expected one {kind.__name__} step, got {plan.steps!r}")
+    return plan.steps[0]
 
 
 @dataclass
@@ -88,6 +103,12 @@ class Plan:
     def commands(self) -> list[Command]:
         """The shell steps, in order."""
         return [step for step in self.steps if isinstance(step, Command)]
+
+    @property
+    def scripts(self) -> list[Command]:
+        """Every shell script the steps run, in order: the commands and those the actions run."""
+        return [script for step in self.steps
+                for script in ((step,) if isinstance(step, Command) else step.scripts())]
 
     @classmethod
     def ok(cls, summary: str = "", **result: Any) -> Plan:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, only_step, register
 from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle
@@ -56,10 +56,14 @@ class BundleCopyArgs(OpArgs):
     files: list[BundleFile]
 
 
-@dataclass
-class CopyPlan(Plan):
-    args: BundleCopyArgs | None = None
-    missing: list[tuple[BundleFile, int]] = field(default_factory=list)  # (file, bytes already on the host)
+@dataclass(frozen=True)
+class CopyFiles(Action):
+    """Copy the missing files of the bundle folder `source` to `dest` on the host, each resumed after
+    the bytes its `.part` already holds."""
+
+    source: str
+    dest: str
+    missing: tuple[tuple[BundleFile, int], ...]  # (file, bytes already on the host)
 
 
 def probe_script(args: BundleCopyArgs) -> str:
@@ -116,19 +120,19 @@ class BundleCopyOperation(Operation):
         resumed = sum(started for _, started in missing)
         summary = (f"copy {len(missing)} of {len(args.files)} bundle files to {args.dest} ({needed / MIB:.1f} MiB"
                    + (f", resuming after {resumed / MIB:.1f} MiB" if resumed else "") + ")")
-        return CopyPlan(changed=True, args=args, missing=missing, summary=summary,
-                        steps=[Action(f"{summary}: over SFTP into each .part, sha256-checked on the host, renamed")])
+        return Plan(changed=True, summary=summary,
+                    steps=[CopyFiles(f"{summary}: over SFTP into each .part, sha256-checked on the host, renamed",
+                                     source=args.source, dest=args.dest, missing=tuple(missing))])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, CopyPlan) and plan.args is not None
-        args = plan.args
-        folders = sorted({posixpath.dirname(posixpath.join(args.dest, f.path)) for f, _ in plan.missing})
+        args = only_step(plan, CopyFiles)
+        folders = sorted({posixpath.dirname(posixpath.join(args.dest, f.path)) for f, _ in args.missing})
         # the login user writes (SFTP); root owns the folders' files once verified
         made = ctx.conn.run("owner=${SUDO_USER:-root}\n" + "\n".join(
             f'install -d -m 0755 -o "$owner" -- {quote(folder)}' for folder in folders), sudo=True)
         if made.rc != 0:
             raise TaskFailed(f"cannot make the bundle folders under {args.dest}: {made.stderr.strip()[-300:]}")
-        total = sum(f.size - started for f, started in plan.missing)
+        total = sum(f.size - started for f, started in args.missing)
         moved = {"bytes": 0}
         throttle = ProgressThrottle(ctx.progress, every=1.0)
         rate = TransferRate(time.monotonic)
@@ -139,7 +143,7 @@ class BundleCopyOperation(Operation):
             throttle(f"copying the bundle to {args.dest}: {done / MIB:.0f} of {total / MIB:.0f} MiB"
                      f"{rate.text(done)}", done, total)
 
-        for bundle_file, started in plan.missing:
+        for bundle_file, started in args.missing:
             local = Path(args.source) / bundle_file.path
             if not local.is_file() or local.stat().st_size != bundle_file.size:
                 raise TaskFailed(f"{local}: missing or not the size the bundle's manifest lists "

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.needs import Image, Need
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
@@ -180,9 +180,15 @@ def pull_command(image: str) -> Command:
                    env={"IMAGE": image, "FROM_IMAGE": name, "TAG": digest or tag or "latest"})
 
 
-@dataclass
-class PullPlan(Plan):
-    image: str = ""
+@dataclass(frozen=True)
+class PullImage(Action):
+    """Run `pull` (docker_pull.sh for `image`), its output read line by line into layer progress."""
+
+    image: str
+    pull: Command
+
+    def scripts(self) -> tuple[Command, ...]:
+        return (self.pull,)
 
 
 @register
@@ -203,27 +209,32 @@ class DockerImageOperation(Operation):
             return Plan.ok(f"{args.image} present ({result['digest'] or result['id']})", **result)
         why = "forced" if fields.get("present") == "1" else "not present"
         inspect = Command(script=inspect_script(args.image), description=f"docker image inspect {args.image}")
-        return PullPlan(changed=True, steps=[pull_command(args.image), inspect], summary=f"pull {args.image} ({why})",
-                        image=args.image, result={"image": args.image, "digest": "", "id": "", "pinned": ""})
+        pull = pull_command(args.image)
+        return Plan(changed=True, steps=[PullImage(pull.description, image=args.image, pull=pull), inspect],
+                    summary=f"pull {args.image} ({why})",
+                    result={"image": args.image, "digest": "", "id": "", "pinned": ""})
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, PullPlan)
+        step, inspect = plan.steps
+        if not (isinstance(step, PullImage) and isinstance(inspect, Command)):
+            raise TypeError(f"expected a PullImage and the inspect command, got {plan.steps!r}")
+        image = step.image
         progress = PullProgress()
         throttle = ProgressThrottle(ctx.progress, every=1.0)
         rate = TransferRate(time.monotonic)
 
         def on_line(line: str) -> None:
             if progress.feed(line):
-                throttle(*progress.describe(plan.image, rate.text(progress.bytes[0]) if progress.bytes[1] else ""))
+                throttle(*progress.describe(image, rate.text(progress.bytes[0]) if progress.bytes[1] else ""))
 
-        pulled = run_streaming(ctx.conn, plan.commands[0], on_line, check=False)
+        pulled = run_streaming(ctx.conn, step.pull, on_line, check=False)
         if pulled.rc != 0:
             reason = progress.error or (pulled.stderr.strip() or pulled.stdout.strip())[-400:]
-            raise TaskFailed(f"docker pull {plan.image} failed (exit {pulled.rc}): {reason}")
-        inspected = ctx.conn.run_command(plan.commands[1])
+            raise TaskFailed(f"docker pull {image} failed (exit {pulled.rc}): {reason}")
+        inspected = ctx.conn.run_command(inspect)
         fields = parse_fields(inspected.stdout)
         if fields.get("present") != "1":
-            raise TaskFailed(f"{plan.image} was pulled but docker does not show it: {inspected.stdout[-300:]}")
-        result = image_result(plan.image, fields)
-        return ApplyResult(changed=True, summary=f"pulled {plan.image} ({result['digest'] or result['id']})",
+            raise TaskFailed(f"{image} was pulled but docker does not show it: {inspected.stdout[-300:]}")
+        result = image_result(image, fields)
+        return ApplyResult(changed=True, summary=f"pulled {image} ({result['digest'] or result['id']})",
                            result=result)

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, Step, register
 from provision.ops.fields import AbsolutePath
 from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
@@ -52,9 +52,25 @@ def parse_ids(count: int, output: str) -> list[str]:
     return found
 
 
-@dataclass
-class LoadPlan(Plan):
-    args: DockerLoadArgs | None = None
+@dataclass(frozen=True)
+class LoadArchive(Action):
+    """Run `load` (docker_load.sh on one archive of the bundle), its output read into progress."""
+
+    load: Command
+
+    def scripts(self) -> tuple[Command, ...]:
+        return (self.load,)
+
+
+@dataclass(frozen=True)
+class CheckImages(Action):
+    """After the loads: run `check` and fail unless each of `images` has the bundle's id."""
+
+    check: Command
+    images: tuple[BundledImage, ...]
+
+    def scripts(self) -> tuple[Command, ...]:
+        return (self.check,)
 
 
 @register
@@ -73,20 +89,23 @@ class DockerLoadOperation(Operation):
         commands = [Command(script=script, env={"ARCHIVE": posixpath.join(args.dir, i.file)},
                             description=f"docker load {i.file}", timeout=3600) for i in loads]
         check = Command(script=inspect_lines(args.images), description="the image ids after the load")
-        return LoadPlan(changed=True, steps=[*commands, check], args=args,
-                            summary="load " + ", ".join(f"{i.reference} ({i.id[:19]}) from the bundle" for i in loads))
+        steps: list[Step] = [LoadArchive(command.description, load=command) for command in commands]
+        steps.append(CheckImages(check.description, check=check, images=tuple(args.images)))
+        return Plan(changed=True, steps=steps,
+                    summary="load " + ", ".join(f"{i.reference} ({i.id[:19]}) from the bundle" for i in loads))
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, LoadPlan) and plan.args is not None
-        *loads, check = plan.commands  # the loads, then the image ids after them
-        for command in loads:
-            load_with_progress(ctx, command)
-        args = plan.args
-        found = parse_records(ctx.conn.run_command(check).stdout, "id")
-        for image, have in zip(args.images, found, strict=False):
-            if have != image.id:
-                raise TaskFailed(f"after docker load, {image.reference} is {have or 'absent'}, not the bundle's "
-                                 f"{image.id}")
+        for step in plan.steps:  # the loads, then the image ids after them
+            if isinstance(step, LoadArchive):
+                load_with_progress(ctx, step.load)
+            elif isinstance(step, CheckImages):
+                found = parse_records(ctx.conn.run_command(step.check).stdout, "id")
+                for image, have in zip(step.images, found, strict=False):
+                    if have != image.id:
+                        raise TaskFailed(f"after docker load, {image.reference} is {have or 'absent'}, not the "
+                                         f"bundle's {image.id}")
+            else:
+                raise TypeError(f"docker_load cannot apply {step!r}")
         return ApplyResult(changed=True)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from provision.errors import TaskFailed
-from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, only_step, register
 from provision.ops.fields import AbsolutePath, FileMode
 from provision.ops.scripting import atomic_write_script, probe_block
 from provision.secrets import SECRET_PROBE, Secret
@@ -37,9 +37,14 @@ class GeneratedSecretArgs(OpArgs):
     mode: FileMode = "0600"
 
 
-@dataclass
-class GeneratePlan(Plan):
-    args: GeneratedSecretArgs | None = None
+@dataclass(frozen=True)
+class GenerateSecret(Action):
+    """Make `prefix` + `length` random bytes (URL-safe) in this process and write them to `path`."""
+
+    path: str
+    length: int
+    prefix: str
+    mode: str | None
 
 
 def parse_secret(path: str, output: str) -> Secret | None:
@@ -67,14 +72,14 @@ class GeneratedSecretOperation(Operation):
     def plan(self, args: GeneratedSecretArgs, facts: Any, kept: Secret | None) -> Plan:
         if kept is not None:
             return Plan.ok(f"{args.path} kept", value=kept, generated=False)
-        return GeneratePlan(changed=True, summary=f"generate a new secret into {args.path}",
-                            steps=[Action(f"generate a random secret (in this process) and write it to {args.path}, "
-                                          f"mode {args.mode}")],
-                            result={"value": PLACEHOLDER, "generated": True}, args=args)
+        return Plan(changed=True, summary=f"generate a new secret into {args.path}",
+                    steps=[GenerateSecret(f"generate a random secret (in this process) and write it to {args.path}, "
+                                          f"mode {args.mode}", path=args.path, length=args.length,
+                                          prefix=args.prefix, mode=args.mode)],
+                    result={"value": PLACEHOLDER, "generated": True})
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, GeneratePlan) and plan.args is not None
-        args = plan.args
+        args = only_step(plan, GenerateSecret)
         value = args.prefix + secrets.token_urlsafe(args.length)
         script = atomic_write_script(args.path, mode=args.mode or "0600", owner_group="root:root", create_parent=True)
         ctx.conn.run_command(Command(script=script, data=(value + "\n").encode(), description=f"write {args.path}"))

@@ -28,7 +28,7 @@ import posixpath
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -38,7 +38,7 @@ from pydantic import Field, field_validator
 from provision.errors import TaskFailed
 from provision.escape import control_character, curl_config_string
 from provision.hub_token import sends_token
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, only_step, register
 from provision.ops.fields import SHA256, AbsolutePath, relative_path_problem, require_url
 from provision.ops.needs import Need, Weights
 from provision.ops.scripting import probe_block
@@ -137,14 +137,19 @@ class RepoFile:
         return "../" * (2 + self.path.count("/")) + f"blobs/{self.etag}"
 
 
-@dataclass
-class DownloadPlan(Plan):
-    """What apply downloads: the files still missing (with progress totals)."""
+@dataclass(frozen=True)
+class Download(Action):
+    """Run `download` (the `missing` ones of the snapshot's `files`, of `repo` from `endpoint`), its
+    output read line by line into progress over the snapshot's bytes."""
 
-    args: HfSnapshotArgs | None = None
-    commit: str = ""
-    files: list[RepoFile] = field(default_factory=list)
-    missing: list[RepoFile] = field(default_factory=list)
+    repo: str
+    endpoint: str
+    files: tuple[RepoFile, ...]
+    missing: tuple[RepoFile, ...]
+    download: Command
+
+    def scripts(self) -> tuple[Command, ...]:
+        return (self.download,)
 
 
 def is_revision(value: str) -> bool:
@@ -327,18 +332,18 @@ class HfSnapshotOperation(Operation):
         if status == "nocurl":
             # only before an earlier task of the run installs curl (check mode on a fresh host)
             message = api_failure(args, status, "", "")
-            return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} (file list not read: "
-                                f"{message})", result={**result, "commit": ""}, args=args,
-                                steps=[Command(script=f"echo {quote(message)} >&2; exit 1",
-                                                  description=f"download {args.repo}")])
+            return Plan(changed=True, summary=f"download {args.repo}@{args.revision} (file list not read: "
+                        f"{message})", result={**result, "commit": ""},
+                        steps=[Command(script=f"echo {quote(message)} >&2; exit 1",
+                                       description=f"download {args.repo}")])
         if status == "404" and args.endpoint.startswith("file://"):
             # a bundle copied by an earlier task of the run (check mode on a fresh host): the download
             # is planned; should it run with the file still absent, it fails saying so
             message = api_failure(args, status, "", "")
-            return DownloadPlan(changed=True, summary=f"download {args.repo}@{args.revision} from "
-                                f"{args.endpoint} (its file list is not there yet)", result={**result, "commit": ""},
-                                args=args, steps=[Command(script=f"echo {quote(message)} >&2; exit 1",
-                                                             description=f"download {args.repo}")])
+            return Plan(changed=True, summary=f"download {args.repo}@{args.revision} from "
+                        f"{args.endpoint} (its file list is not there yet)", result={**result, "commit": ""},
+                        steps=[Command(script=f"echo {quote(message)} >&2; exit 1",
+                                       description=f"download {args.repo}")])
         if status != "200":
             raise TaskFailed(api_failure(args, status or "", _b64(fields.get("api_error", "")), body))
         commit, files = parse_file_list(body, args.endpoint)
@@ -360,21 +365,21 @@ class HfSnapshotOperation(Operation):
             summary = f"link the snapshot of {args.repo}@{commit[:12]} (all files present)"
         command = Command(script=download_script(args, commit, files, missing), data=manifest(files),
                           description=f"download {args.repo}@{commit[:12]}")
+        # an empty snapshot has no progress to show: its one command runs as any other
+        step = Download(command.description, repo=args.repo, endpoint=args.endpoint, files=tuple(files),
+                        missing=tuple(missing), download=command) if files else command
         # transferred_bytes: what this download moves, for the recap's timeline (runner/timeline.py)
-        return DownloadPlan(changed=True, steps=[command], summary=summary,
-                            result={**result, "transferred_bytes": needed}, args=args,
-                            commit=commit, files=files, missing=missing)
+        return Plan(changed=True, steps=[step], summary=summary, result={**result, "transferred_bytes": needed})
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, DownloadPlan) and plan.args is not None
-        if not plan.files:
+        if all(isinstance(step, Command) for step in plan.steps):  # a failure to report, an empty snapshot
             return super().apply(ctx, plan)
-        total = sum(f.size for f in plan.files)
-        repo = plan.args.repo
+        step = only_step(plan, Download)
+        total, repo = sum(f.size for f in step.files), step.repo
         throttle = ProgressThrottle(ctx.progress)
         current = {"file": ""}
         rate = TransferRate(time.monotonic)
-        source = plan.args.endpoint.split("://", 1)[-1]
+        source = step.endpoint.split("://", 1)[-1]
 
         def on_line(line: str) -> None:
             key, _, value = line.partition("=")
@@ -385,7 +390,7 @@ class HfSnapshotOperation(Operation):
                 throttle(f"downloading {repo} ({current['file']}) from {source}: {done / MIB:.0f} of "
                          f"{total / MIB:.0f} MiB{rate.text(done)}", done, total)
 
-        run_streaming(ctx.conn, plan.commands[0], on_line)
+        run_streaming(ctx.conn, step.download, on_line)
         return ApplyResult(changed=True, result=dict(plan.result))
 
 

@@ -36,11 +36,14 @@ class RebootArgs(OpArgs):
     marker_path: AbsolutePath = "/run/provision/boot-marker"
 
 
-@dataclass
-class RebootPlan(Plan):
-    """A plan to reboot: apply needs the arguments to wait for the host."""
+@dataclass(frozen=True)
+class WaitForNewBoot(Action):
+    """After the reboot command: reconnect until the host answers from a boot other than the one it
+    printed (new boot id, or the marker at `marker_path` gone), `timeout` seconds at most."""
 
-    args: RebootArgs | None = None
+    reason: str
+    timeout: float
+    marker_path: str
 
 
 class NotBackYet(Exception):
@@ -74,13 +77,15 @@ class RebootOperation(Operation):
     def plan(self, args: RebootArgs, facts: Any, state: None) -> Plan:
         because = f" ({args.reason})" if args.reason else ""
         command = Command(script=reboot_script(args.marker_path), description=f"reboot{because}")
-        wait = Action(f"wait up to {args.timeout:g}s until the host answers from a new boot")
-        return RebootPlan(changed=True, steps=[command, wait], summary=f"reboot{because}", args=args)
+        wait = WaitForNewBoot(f"wait up to {args.timeout:g}s until the host answers from a new boot",
+                              reason=args.reason, timeout=args.timeout, marker_path=args.marker_path)
+        return Plan(changed=True, steps=[command, wait], summary=f"reboot{because}")
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, RebootPlan) and plan.args is not None
-        args = plan.args
-        before = parse_fields(ctx.conn.run_command(plan.commands[0]).stdout)
+        reboot, args = plan.steps
+        if not (isinstance(reboot, Command) and isinstance(args, WaitForNewBoot)):
+            raise TypeError(f"expected the reboot command and a WaitForNewBoot, got {plan.steps!r}")
+        before = parse_fields(ctx.conn.run_command(reboot).stdout)
         boot_id, token = before.get("boot_id", ""), before.get("token", "")
         started = self.clock()
 

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, only_step, register
 from provision.ops.command import check_bash_syntax, first_line
 from provision.ops.scripting import probe_block
 from provision.secrets import REDACTOR
@@ -76,11 +76,15 @@ def success_summary(args: VerifyArgs, output: str) -> str:
     return "; ".join(lines) if lines else f"verified: {first_line(args.cmd)}"
 
 
-@dataclass
-class VerifyPlan(Plan):
-    """A deferred check: apply runs it again and decides."""
+@dataclass(frozen=True)
+class CheckAgain(Action):
+    """A deferred check: apply runs `check` again and decides by the arguments it was given."""
 
-    args: VerifyArgs | None = None
+    check: Command
+    args: VerifyArgs
+
+    def scripts(self) -> tuple[Command, ...]:
+        return (self.check,)
 
 
 @register
@@ -100,15 +104,15 @@ class VerifyOperation(Operation):
         what = args.msg.strip().splitlines()[0] if args.msg.strip() else first_line(args.cmd)
         command = Command(script=verify_script(args), description=f"verify: {first_line(args.cmd)}",
                           timeout=args.timeout + 30)
-        return VerifyPlan(changed=False, steps=[command],
-                          summary=f"checked again in the run; not true yet: {what}", args=args)
+        return Plan(changed=False, steps=[CheckAgain(command.description, check=command, args=args)],
+                    summary=f"checked again in the run; not true yet: {what}")
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, VerifyPlan) and plan.args is not None
-        result = ctx.conn.run_command(plan.commands[0], check=False)
+        step = only_step(plan, CheckAgain)
+        result = ctx.conn.run_command(step.check, check=False)
         rc, output = parse_check(result.stdout)
         if rc != 0:
-            raise TaskFailed(describe_failure(plan.args, rc, output or result.stderr.strip()))
+            raise TaskFailed(describe_failure(step.args, rc, output or result.stderr.strip()))
         # the report, as for a check that passed at once
-        return ApplyResult(changed=False, summary=success_summary(plan.args, output), stdout=output,
+        return ApplyResult(changed=False, summary=success_summary(step.args, output), stdout=output,
                            result={"output": output})

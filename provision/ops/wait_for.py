@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from provision import interrupt
 from provision.errors import TaskFailed
-from provision.ops.base import ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, only_step, register
 from provision.ops.scripting import fields_probe, port_open_script
 from provision.shell import Command, parse_fields, quote
 
@@ -73,11 +73,15 @@ def describe_miss(args: WaitForArgs, fields: dict[str, str]) -> str:
     return f"HTTP {status}"
 
 
-@dataclass
-class WaitPlan(Plan):
-    """A plan to wait: apply needs the arguments (target, timeout, interval) to poll."""
+@dataclass(frozen=True)
+class PollUntilUp(Action):
+    """Run `check` every `args.interval` seconds until it prints `up=1`, `args.timeout` seconds at most."""
 
-    args: WaitForArgs | None = None
+    check: Command
+    args: WaitForArgs
+
+    def scripts(self) -> tuple[Command, ...]:
+        return (self.check,)
 
 
 @register
@@ -93,17 +97,16 @@ class WaitForOperation(Operation):
     def plan(self, args: WaitForArgs, facts: Any, state: dict[str, str]) -> Plan:
         if state.get("up") == "1":
             return Plan.ok(f"{args.target} is up")
-        command = Command(script=target_up_script(args), description=f"check {args.target} every {args.interval:g}s "
-                                                                 f"until it is up, {args.timeout:g}s at most")
-        return WaitPlan(changed=False, steps=[command],
-                        summary=f"wait up to {args.timeout:g}s for {args.target}", args=args)
+        what = f"check {args.target} every {args.interval:g}s until it is up, {args.timeout:g}s at most"
+        poll = PollUntilUp(what, check=Command(script=target_up_script(args), description=what), args=args)
+        return Plan(changed=False, steps=[poll], summary=f"wait up to {args.timeout:g}s for {args.target}")
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, WaitPlan) and plan.args is not None
-        args = plan.args
+        poll = only_step(plan, PollUntilUp)
+        args = poll.args
         started = self.clock()
         while True:
-            result = ctx.conn.run_command(plan.commands[0], check=False)
+            result = ctx.conn.run_command(poll.check, check=False)
             fields = parse_fields(result.stdout)
             elapsed = self.clock() - started
             if fields.get("up") == "1":

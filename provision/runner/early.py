@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from provision.connection.base import CommandResult, checked, wrap_script
-from provision.shell import quote
+from provision.ops.base import Action
+from provision.shell import Command, quote
 
 if TYPE_CHECKING:
     from provision.ops.base import Plan
     from provision.playbook.model import Play, Task
     from provision.runner.results import TaskResult
-    from provision.shell import Command
 
 UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/provision/early"
@@ -95,6 +95,17 @@ def triggers(play: Play, selected: list[Task], anchors: set[str]) -> dict[int, l
             index = sum(1 for task in play.tasks[:position] if id(task) in chosen)
             points.setdefault(index, []).append(role.name)
     return points
+
+
+def first_script(plan: Plan) -> Command | None:
+    """What a unit can start of this plan: the first shell script it runs, as root — a command step,
+    or the first script of a typed step (the weights' `Download`, the image's `PullImage`) — when the
+    plan changes the host; None otherwise (the task keeps its turn)."""
+    if not plan.changed or not plan.steps:
+        return None
+    first = plan.steps[0]
+    scripts = first.scripts() if isinstance(first, Action) else (first,)
+    return scripts[0] if scripts and scripts[0].sudo else None
 
 
 def unit_name(task_key: str) -> str:

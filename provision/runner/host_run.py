@@ -29,7 +29,6 @@ from provision.runner.probe_memory import ProbeMemory, secret_values, task_key
 from provision.runner.results import HostResult, Status, TaskResult
 from provision.runner.run_lock import RunLock
 from provision.secrets import REDACTOR
-from provision.shell import Command
 
 if TYPE_CHECKING:
     from provision.ops.base import ApplyResult, Plan
@@ -285,18 +284,18 @@ class PlayOnHost:
         return args, plan
 
     def start_in_unit(self, task: Task, anchor: str) -> None:
-        """Plan the task now; when its plan changes the host and begins with a command, start that
-        command in a unit on the host (the plan's later steps run at its turn, after it). Anything else
-        (converged, a plan that fails, one that begins with an Action) is left to its turn, which then
-        runs as it always did and says what went wrong."""
+        """Plan the task now; when its plan changes the host, start its first script
+        (`early.first_script`) in a unit on the host; the rest runs at its turn, its apply following
+        that unit. Anything else (converged, a plan that fails, one whose first step runs no script) is
+        left to its turn, which then runs as it always did and says what went wrong."""
         work = self.state.early
         assert work is not None
         planned = self.plan_now(task)
         if planned is None or planned[1] is None:
             return
         args, plan = planned
-        first = plan.steps[0] if plan.steps else None
-        if not plan.changed or not isinstance(first, Command) or not first.sudo:
+        first = early.first_script(plan)
+        if first is None:
             return
         unit = early.unit_name(task_key(task))
         begun = time.time()

@@ -45,8 +45,8 @@ def assert_bash_parses(script: str) -> None:
 
 
 def assert_commands_parse(result: Plan) -> None:
-    """Every command, as wrapped for the host, is valid bash; payloads never appear in the script text."""
-    for command in result.commands:
+    """Every script the plan runs, as wrapped for the host, is valid bash; payloads never in the script text."""
+    for command in result.scripts:
         assert_bash_parses(wrap_script(command.script, command.data, command.env))
         if command.data:
             assert command.data.decode(errors="replace") not in command.script
@@ -69,9 +69,9 @@ def probe_local(op_name: str, **args: Any) -> str:
 
 
 def apply_local(result: Plan) -> list[CommandResult]:
-    """Run a plan's commands here, in order, stopping at (and asserting on) the first failure."""
+    """Run a plan's scripts here, in order, stopping at (and asserting on) the first failure."""
     outputs = []
-    for command in result.commands:
+    for command in result.scripts:
         output = run_local(command.script, command.data, command.env)
         assert output.rc == 0, f"{command.description} failed: {output.stderr}"
         outputs.append(output)
@@ -88,7 +88,7 @@ def converge_local(op_name: str, **args: Any) -> tuple[Plan, Plan]:
 
 
 def script_of(result: Plan) -> str:
-    return "\n".join(command.script for command in result.commands)
+    return "\n".join(command.script for command in result.scripts)
 
 
 

@@ -193,8 +193,8 @@ def test_docker_load_matches_by_image_id() -> None:
     assert not plan("docker_load", f"id={image['id']}\n", **args).changed
     for found in ("id=\n", "id=sha256:" + "b" * 64 + "\n"):
         load = plan("docker_load", found, **args)
-        assert load.changed and load.commands[0].env == {"ARCHIVE": "/var/lib/provision/bundle/images/a.tar"}
-        assert "docker load --quiet --input" in load.commands[0].script
+        assert load.changed and load.scripts[0].env == {"ARCHIVE": "/var/lib/provision/bundle/images/a.tar"}
+        assert "docker load --quiet --input" in load.scripts[0].script
 
 
 def test_docker_load_reports_the_bytes_docker_has_read(tmp_path: Path) -> None:

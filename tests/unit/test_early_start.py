@@ -26,6 +26,7 @@ from provision.runner import runner as runner_module
 from provision.runner.events import SilentReporter
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner
+from provision.shell import Command
 
 UNIT = re.compile(r"provision-early-[0-9a-f]{12}")
 
@@ -260,3 +261,25 @@ def test_the_timeline_shows_the_background_phase_and_what_waited_for_it(project:
     assert text[3] == ("       1.5     65.5     64.0 s  background: weights (host unit provision-early-x, after role "
                        "prep) (64.0 MiB; 1.0 MiB/s)")
     assert text[4].endswith("(1 of 1 changed; waited 5.0 s for 'weights')")
+
+
+def test_a_unit_starts_the_first_script_of_a_typed_step_the_weights_and_the_image():
+    """The weights' and the image's plans begin with typed steps (`Download`, `PullImage`) that carry
+    their script: that script is what the unit runs early, not nothing."""
+    from provision.ops.base import Action, Plan
+    from provision.ops.docker_image import PullImage
+    from provision.ops.hf_snapshot import Download, RepoFile
+
+    download = Command(script="fetch the weights", description="download")
+    weights = RepoFile("model.safetensors", 42, "e" * 64, "sha256")
+    plan = Plan(changed=True, steps=[Download("download", repo="org/model", endpoint="https://hub",
+                                              files=(weights,), missing=(weights,), download=download)])
+    assert early.first_script(plan) is download
+    pull = Command(script="pull the image", description="pull")
+    inspect = Command(script="inspect", description="inspect")
+    assert early.first_script(Plan(changed=True, steps=[PullImage("pull", image="vllm", pull=pull), inspect])) is pull
+    assert early.first_script(Plan(changed=True, steps=[inspect])) is inspect
+    # nothing to start: converged, a step that runs no script, a script that does not run as root
+    assert early.first_script(Plan(changed=False)) is None
+    assert early.first_script(Plan(changed=True, steps=[Action("copy in Python")])) is None
+    assert early.first_script(Plan(changed=True, steps=[Command(script="x", sudo=False)])) is None

@@ -95,10 +95,10 @@ def test_apply_pulls_with_progress_then_records_the_digest() -> None:
     assert applied.changed and applied.result["pinned"] == f"10.0.2.2:5000/vllm/vllm-openai@{DIGEST}"
     assert progress[-1] == (f"pulling {IMAGE}: 3 of 3 layers", 3, 3)
     assert "exec docker pull -- \"$IMAGE\"" in conn.scripts[0] and "/images/create" in conn.scripts[0]
-    assert result.commands[0].env == {"IMAGE": IMAGE, "FROM_IMAGE": "10.0.2.2:5000/vllm/vllm-openai",
+    assert result.scripts[0].env == {"IMAGE": IMAGE, "FROM_IMAGE": "10.0.2.2:5000/vllm/vllm-openai",
                                       "TAG": "standin-ok"}
     assert applied.summary == f"pulled {IMAGE} ({DIGEST})" and result.summary == f"pull {IMAGE} (not present)"
-    assert conn.scripts == [step.script for step in result.commands], "it ran its plan's steps, and only them"
+    assert conn.scripts == [step.script for step in result.scripts], "it ran its plan's steps, and only them"
 
 
 def test_the_engine_apis_pull_stream_gives_bytes_and_its_error_fails_the_pull() -> None:

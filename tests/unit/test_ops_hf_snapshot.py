@@ -16,6 +16,7 @@ import pytest
 from provision.connection.base import wrap_script
 from provision.errors import CommandFailed, TaskFailed
 from provision.ops import REGISTRY
+from provision.ops.hf_snapshot import Download
 from provision.secrets import REDACTOR
 from tests.standins.hub.cli import RunningHub, start_hub
 from tests.standins.hub.server import HubOptions
@@ -68,7 +69,9 @@ def test_a_moved_branch_downloads_only_the_missing_files_and_resumes_parts() -> 
              f"avail={100 * MIB}\n")
     result = plan("hf_snapshot", state, **args())
     assert result.changed and result.result["commit"] == new
-    assert [f.path for f in result.missing] == ["sub/tokenizer.json", "model.safetensors"]
+    [download] = result.steps
+    assert isinstance(download, Download)
+    assert [f.path for f in download.missing] == ["sub/tokenizer.json", "model.safetensors"]
     assert result.summary == f"download 2 of 3 files of {REPO}@{new[:12]} (2.0 MiB, resuming after 1.0 MiB)"
 
 
@@ -93,7 +96,7 @@ def test_nothing_cached_and_no_hub_fails_with_the_reason(status: str, token: str
 def test_no_curl_yet_is_a_download_that_fails_clearly_unless_curl_arrives_first() -> None:
     result = plan("hf_snapshot", "ref=\ncomplete=0\napi_status=nocurl\n", **args())
     assert result.changed and "curl is not installed on the host" in result.summary
-    done = run_local(result.commands[0].script)
+    done = run_local(result.scripts[0].script)
     assert done.rc == 1 and "curl is not installed" in done.stderr
 
 
@@ -110,11 +113,11 @@ def test_unsafe_file_names_from_the_hub_are_refused() -> None:
 
 def test_the_token_is_in_no_script_line_that_runs_a_program_with_it() -> None:
     result = plan("hf_snapshot", f"ref=\ncomplete=0\n{api()}avail={100 * MIB}\n", **args(token=TOKEN))
-    script = result.commands[0].script
-    assert_bash_parses(wrap_script(script, result.commands[0].data))
+    script = result.scripts[0].script
+    assert_bash_parses(wrap_script(script, result.scripts[0].data))
     assert [line for line in script.splitlines() if TOKEN in line] == [
         f"auth() {{ printf '%s\\n' 'header = \"Authorization: Bearer {TOKEN}\"'; }}"]
-    assert REDACTOR(result.summary) == result.summary and TOKEN not in result.commands[0].description
+    assert REDACTOR(result.summary) == result.summary and TOKEN not in result.scripts[0].description
 
 
 @pytest.fixture
@@ -178,7 +181,7 @@ def test_the_download_stops_when_the_tool_goes_away_and_leaves_the_part(tmp_path
                         options=HubOptions(throttle_bytes_per_s=MIB // 2))
     try:
         op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url, connections=connections, chunk_mib=1)
-        command = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args).commands[0]
+        command = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args).scripts[0]
         process = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
         assert process.stdin and process.stdout

@@ -9,6 +9,7 @@ import pytest
 from provision.connection.base import CommandResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
+from provision.ops.wait_for import PollUntilUp
 from tests.unit.ops_support import (
     ScriptedConnection,
     assert_bash_parses,
@@ -37,7 +38,8 @@ def test_already_up_is_ok_with_nothing_to_do() -> None:
 def test_down_is_not_a_change_but_must_be_applied() -> None:
     result = plan("wait_for", "up=0\n", port=8000, timeout=60)
     assert not result.changed
-    assert result.commands == result.steps != []
+    [poll] = result.steps
+    assert isinstance(poll, PollUntilUp) and result.scripts == [poll.check]
     assert result.summary == "wait up to 60s for 127.0.0.1:8000"
     assert_commands_parse(result)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, only_step, register
 from provision.ops.docker_image import require_reference
 from provision.ops.scripting import probe_block, text_diff
 from provision.secrets import Secret
@@ -126,12 +126,13 @@ class VllmReleaseArgs(VllmServiceArgs):
                        env_text=render_env_file(self.env), key_text=self.api_key.reveal())
 
 
-@dataclass
-class ReleasePlan(Plan):
-    args: VllmReleaseArgs | None = None
-    release: Release | None = None
-    live: LiveState | None = None
-    acknowledge: bool = False  # only clear the record's note (what the upgrade guard did)
+@dataclass(frozen=True)
+class DeployRelease(Action):
+    """Swap the release in over what the host runs now, check it, roll an upgrade back on failure."""
+
+    args: VllmReleaseArgs
+    release: Release
+    live: LiveState
 
 
 @register
@@ -152,8 +153,7 @@ class VllmReleaseOperation(Operation):
             seen = replace(live.record, note=None)
             write = Command(script=record_script(args.layout(), seen.kept_ids()), data=seen.text().encode(),
                             description="record that the guard's note was seen")
-            return ReleasePlan(changed=True, summary=f"release {release.id} serving; {note}", result=result,
-                               args=args, release=release, live=live, acknowledge=True, steps=[write])
+            return Plan(changed=True, summary=f"release {release.id} serving; {note}", result=result, steps=[write])
         if not reasons:
             return Plan.ok(f"release {release.id} serving ({args.image})", **result)
         if note:
@@ -164,21 +164,21 @@ class VllmReleaseOperation(Operation):
             diff += f"{args.service.env_file}: content changed\n"
         if release.key_text and live.key_sha256 != sha256_text(release.key_text):
             diff += f"{args.service.api_key_file}: API key changed (secret)\n"
-        return ReleasePlan(changed=True, summary=f"deploy release {release.id}{pending}: {'; '.join(reasons)}",
-                           diff=diff, result=result, args=args, release=release, live=live,
-                           steps=[Action(f"deploy release {release.id}: stop {args.service.name}, swap its files in, "
+        return Plan(changed=True, summary=f"deploy release {release.id}{pending}: {'; '.join(reasons)}",
+                    diff=diff, result=result,
+                    steps=[DeployRelease(f"deploy release {release.id}: stop {args.service.name}, swap its files in, "
                                          "start it, wait for readiness, run the smoke checks; an upgrade that fails is "
-                                         "rolled back")])
+                                         "rolled back", args=args, release=release, live=live)])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, ReleasePlan) and plan.args and plan.release and plan.live
-        if plan.acknowledge:
+        if all(isinstance(step, Command) for step in plan.steps):  # only the note's acknowledgement
             return super().apply(ctx, plan)
-        args = plan.args
+        step = only_step(plan, DeployRelease)
+        args = step.args
         service = args.service
         guard = UpgradeGuard(args.layout(), args.endpoint(), service.ready_timeout, service.smoke_timeout,
                              service.smoke_vision)
         deployer = Deployer(host_runner(ctx.conn, f"deploy {service.name}"), args.layout(), verify_on(ctx, args), guard)
-        checks = deployer.deploy(plan.release, plan.live)
+        checks = deployer.deploy(step.release, step.live)
         return ApplyResult(changed=True, summary=f"{plan.summary}; {checks['summary']}",
                            result={**plan.result, "smoked": True, **checks})

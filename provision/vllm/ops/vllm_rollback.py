@@ -14,17 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from provision.errors import TaskFailed
-from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, only_step, register
 from provision.ops.scripting import probe_block
 from provision.vllm.checks import host_runner
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_on
 from provision.vllm.release import Deployer, LiveState, Record, describe_entry, parse_live_state, state_probe
 
 
-@dataclass
-class RollbackPlan(Plan):
-    args: VllmServiceArgs | None = None
-    record: Record | None = None
+@dataclass(frozen=True)
+class RollBack(Action):
+    """Install the previous release the record names, restart, check; the current one again on failure."""
+
+    args: VllmServiceArgs
+    record: Record
 
 
 @register
@@ -42,18 +44,17 @@ class VllmRollbackOperation(Operation):
             raise TaskFailed(f"no previous release of {args.service.name} is recorded on this host "
                              f"({args.layout().record_path}): nothing to roll back to")
         current = describe_entry(record.current) if record.current else "no verified release"
-        return RollbackPlan(changed=True, args=args, record=record,
-                            summary=f"roll back from {current} to {describe_entry(record.previous)}",
-                            steps=[Action(f"install the previous release of {args.service.name}, restart it, wait for "
-                                          "readiness, run the smoke checks; if they fail, start the current one "
-                                          "again")])
+        return Plan(changed=True, summary=f"roll back from {current} to {describe_entry(record.previous)}",
+                    steps=[RollBack(f"install the previous release of {args.service.name}, restart it, wait for "
+                                    "readiness, run the smoke checks; if they fail, start the current one again",
+                                    args=args, record=record)])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, RollbackPlan) and plan.args is not None and plan.record is not None
-        deployer = Deployer(host_runner(ctx.conn, f"roll back {plan.args.service.name}"), plan.args.layout(),
-                            verify_on(ctx, plan.args))
-        checks = deployer.rollback(plan.record)
-        previous = plan.record.previous
-        assert previous is not None  # plan() returns a RollbackPlan only for a record with a previous release
+        step = only_step(plan, RollBack)
+        deployer = Deployer(host_runner(ctx.conn, f"roll back {step.args.service.name}"), step.args.layout(),
+                            verify_on(ctx, step.args))
+        checks = deployer.rollback(step.record)
+        previous = step.record.previous
+        assert previous is not None  # plan() plans a RollBack only for a record with a previous release
         return ApplyResult(changed=True, summary=f"{plan.summary}; {checks['summary']}",
                            result={"smoked": True, "release": previous["id"], **checks})

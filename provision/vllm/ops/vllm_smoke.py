@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, register
+from provision.ops.base import Action, ApplyContext, ApplyResult, Operation, Plan, Probe, only_step, register
 from provision.vllm.checks import checks_report
 from provision.vllm.ops.vllm_service import VllmServiceArgs, verify_running
 from provision.vllm.readiness import Snapshot, StartMark, judge, parse_snapshot, snapshot_script
@@ -51,9 +51,11 @@ def parse_smoke_probe(output: str) -> SmokeProbe:
     return SmokeProbe(snapshot=parse_snapshot(output), checks=output)
 
 
-@dataclass
-class SmokePlan(Plan):
-    args: VllmServiceArgs | None = None
+@dataclass(frozen=True)
+class WaitAndSmoke(Action):
+    """Wait for the service to be ready, then run its smoke checks."""
+
+    args: VllmServiceArgs
 
 
 @register
@@ -76,9 +78,8 @@ class VllmSmokeOperation(Operation):
                 return Plan(changed=False, summary=result["summary"], result=result)
         checks = "text and vision" if args.service.smoke_vision else "text"
         what = f"wait for {args.service.name} to be ready, then the {checks} smoke checks"
-        return SmokePlan(changed=False, args=args, summary=what, steps=[Action(what)])
+        return Plan(changed=False, summary=what, steps=[WaitAndSmoke(what, args)])
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
-        assert isinstance(plan, SmokePlan) and plan.args is not None
-        checks = verify_running(ctx, plan.args)
+        checks = verify_running(ctx, only_step(plan, WaitAndSmoke).args)
         return ApplyResult(changed=False, summary=checks["summary"], result=checks)

@@ -17,6 +17,7 @@ from provision.errors import InputError, TaskFailed
 from provision.ops import REGISTRY
 from provision.ops.apt_repository import download_script, render_sources
 from provision.ops.bundle_copy import BundleFile, finish_script
+from provision.ops.hf_snapshot import Download
 from tests.standins.hub.cli import start_hub
 from tests.standins.hub.server import HubOptions
 from tests.unit.ops_support import (
@@ -85,7 +86,8 @@ def test_a_commit_that_is_not_a_sha_is_refused() -> None:
 def test_an_etag_sent_quoted_or_in_capitals_is_the_hex_it_names() -> None:
     sibling = {"rfilename": "c", "blobId": f'"{"AB" * 20}"', "size": 1}
     result = plan("hf_snapshot", listing([sibling]) + "avail=9\n", **hub_args())
-    assert result.files[0].etag == "ab" * 20
+    [download] = result.steps
+    assert isinstance(download, Download) and download.files[0].etag == "ab" * 20
 
 
 def test_file_names_the_hub_allows_stay_data_in_the_root_script(tmp_path: Path) -> None:
@@ -96,7 +98,7 @@ def test_file_names_the_hub_allows_stay_data_in_the_root_script(tmp_path: Path) 
     blobs = "".join(f"blob={index:040x}\t3\n" for index in range(len(names)))  # present: only links are made
     cache = tmp_path / "hub"
     result = plan("hf_snapshot", listing(siblings) + blobs + "avail=9\n", **hub_args(str(cache), revision="main"))
-    command = result.commands[0]
+    command = result.scripts[0]
     done = run_local(command.script, command.data)
     assert done.rc == 0, done.stderr
     snapshot = cache / "models--org--model" / "snapshots" / COMMIT
@@ -134,7 +136,8 @@ def test_a_token_with_quotes_and_backslashes_reaches_the_hub_intact(tmp_path: Pa
         op_args = {"repo": HUB_REPO, "cache_dir": str(cache), "endpoint": hub.url, "token": token,
                    "token_over_http": True}
         result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
-        assert result.changed and len(result.files) == len(hub.repository.files)
+        [download] = result.steps
+        assert result.changed and isinstance(download, Download) and len(download.files) == len(hub.repository.files)
         REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), result)
         assert not plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args).changed
     finally:
