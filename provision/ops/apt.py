@@ -243,9 +243,6 @@ class UpgradeIfNewer(Action):
 
     command: Command
 
-    def scripts(self) -> tuple[Command, ...]:
-        return (self.command,)
-
 
 @register
 class AptOperation(Operation):

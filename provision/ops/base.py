@@ -26,7 +26,7 @@ Plans are never modified after planning.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -69,8 +69,10 @@ class Action:
     description: str
 
     def scripts(self) -> tuple[Command, ...]:
-        """The shell scripts this step runs on the host (a poll's check, a pull and its inspect)."""
-        return ()
+        """The shell scripts this step runs on the host, in order: its `Command` fields (a poll's
+        check, a pull, a download)."""
+        values = (getattr(self, item.name) for item in fields(self))
+        return tuple(value for value in values if isinstance(value, Command))
 
 
 Step = Command | Action

@@ -187,9 +187,6 @@ class PullImage(Action):
     image: str
     pull: Command
 
-    def scripts(self) -> tuple[Command, ...]:
-        return (self.pull,)
-
 
 @register
 class DockerImageOperation(Operation):

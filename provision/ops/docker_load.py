@@ -58,9 +58,6 @@ class LoadArchive(Action):
 
     load: Command
 
-    def scripts(self) -> tuple[Command, ...]:
-        return (self.load,)
-
 
 @dataclass(frozen=True)
 class CheckImages(Action):
@@ -68,9 +65,6 @@ class CheckImages(Action):
 
     check: Command
     images: tuple[BundledImage, ...]
-
-    def scripts(self) -> tuple[Command, ...]:
-        return (self.check,)
 
 
 @register

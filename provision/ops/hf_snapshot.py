@@ -148,9 +148,6 @@ class Download(Action):
     missing: tuple[RepoFile, ...]
     download: Command
 
-    def scripts(self) -> tuple[Command, ...]:
-        return (self.download,)
-
 
 def is_revision(value: str) -> bool:
     """A commit sha or a valid git ref name (the hub accepts nothing else)."""

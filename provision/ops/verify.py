@@ -83,9 +83,6 @@ class CheckAgain(Action):
     check: Command
     args: VerifyArgs
 
-    def scripts(self) -> tuple[Command, ...]:
-        return (self.check,)
-
 
 @register
 class VerifyOperation(Operation):

@@ -80,9 +80,6 @@ class PollUntilUp(Action):
     check: Command
     args: WaitForArgs
 
-    def scripts(self) -> tuple[Command, ...]:
-        return (self.check,)
-
 
 @register
 class WaitForOperation(Operation):

@@ -202,7 +202,7 @@ class PlayOnHost:
             for anchor in points.get(index, []):
                 self.start_early(anchor)
             ran_early = work.done.pop(task_key(task), None) if work is not None else None
-            if ran_early is not None:  # reported when it ran; in the results at its turn, in order
+            if work is not None and ran_early is not None:  # reported when it ran; in its turn's place
                 self.ran.add(task_key(task))
                 self.used.extend(pair for pair in work.used if pair[0] == task_key(task))
                 self.result.tasks.append(ran_early)
@@ -276,7 +276,7 @@ class PlayOnHost:
             probe = op.probe(args)
             if probe is not None and probe.snippet not in self.cache:
                 self.cache.fill(self.state.connection(), [probe.snippet])
-            plan = op.plan(args, self.state.facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
+            plan = op.plan(args, self.state.known_facts, probe.parse(self.cache.get(probe.snippet)) if probe else None)
         except (ProvisionError, TemplateError, jinja2.TemplateError):
             return None
         if probe is not None:
@@ -291,9 +291,11 @@ class PlayOnHost:
         work = self.state.early
         assert work is not None
         planned = self.plan_now(task)
-        if planned is None or planned[1] is None:
+        if planned is None:
             return
         args, plan = planned
+        if plan is None:
+            return
         first = early.first_script(plan)
         if first is None:
             return
