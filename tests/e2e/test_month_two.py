@@ -3,6 +3,8 @@ SRU that comes with it, unattended-upgrades and a reboot; month three's kernel w
 module stops the next run before a reboot would boot it. Through it all NVIDIA's repository has a
 container toolkit newer than the one pinned (1.18.2-1 against 1.18.0-1, the issue's case): it is not
 taken in the background, and the next run neither downgrades it back nor restarts docker and the model.
+Month two also brings a docker.io update, which unattended-upgrades takes; the model serves through it
+and the next run keeps it.
 
 The laptop is Ubuntu-shaped (tests/lab/laptop.py: ubuntu_laptop) and fed by the stand-in noble archive
 (tests/standins/ubuntu), which publishes what each month brings; unattended-upgrades is the real one.
@@ -26,6 +28,7 @@ from tests.standins.hub.cli import start_hub
 from tests.standins.hub.server import HubOptions
 from tests.standins.nvidia import HostTraits, serve
 from tests.standins.ubuntu import MONTHS, UbuntuArchive
+from tests.standins.ubuntu.docker_io import repackaged_docker_io
 from tests.standins.vllm.build import build_images
 
 pytestmark = pytest.mark.lab
@@ -36,6 +39,10 @@ FIRST_ARCHIVE_PORT = 18990
 TOOLKIT_PIN, TOOLKIT_NEWER = "1.18.0-1", "1.18.2-1"  # both in the NVIDIA stand-in repository (catalogue.py)
 TOOLKIT = ("dpkg-query -W -f='${Version}\\n' nvidia-container-toolkit; apt-cache madison nvidia-container-toolkit; "
            "apt-mark showhold")
+DOCKER_IO = "dpkg-query -W -f='${Version}' docker.io"
+# the model answers (vLLM's /health needs no key); the stand-in is ready a second after its start
+SERVES = ("for i in $(seq 60); do curl -sf -o /dev/null http://127.0.0.1:8000/health && exit 0; sleep 1; done; "
+          "systemctl status vllm.service --no-pager; exit 1")
 DRIVER = ("dpkg-query -W -f='${Package} ${Version}\\n' 'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' "
           "'linux-image-*' 2>/dev/null | grep -v ' $' | sort")
 
@@ -66,9 +73,19 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
         seen["day_one"] = day_one = up(inventory, host, tmp, "day-one", timer)
         assert day_one.returncode == 0, day_one.output[-6000:]
         seen["day_one_smi"] = sh(host, SMI)
-        # a month later: -security has kernel ABI 41 and its signed modules, built against the 580 SRU
-        archive.publish("two")
+        # a month later: -security has kernel ABI 41 and its signed modules, built against the 580 SRU,
+        # and a docker.io update (the installed one repackaged with a higher version)
+        docker_update = repackaged_docker_io(host, archive.pool / "two")
+        seen["docker_update"] = docker_update.version
+        archive.publish("two", [docker_update])
+        seen["model_before_upgrade"] = model_started(host)
         seen["upgrade_two"] = sh(host, UNATTENDED_UPGRADES)
+        seen["docker_two"] = sh(host, DOCKER_IO)
+        seen["model_after_upgrade"] = host.exec("systemctl is-active vllm.service")[1].strip()
+        seen["serves_after_upgrade"] = host.exec(SERVES)
+        seen["model_restarted_by_upgrade"] = model_started(host)
+        print(f"\ndocker.io {seen['docker_two']}: the model's container started {seen['model_before_upgrade']} "
+              f"before the upgrade, {seen['model_restarted_by_upgrade']} after it")
         seen["before_reboot"] = sh(host, DRIVER)
         seen["toolkit_two"] = sh(host, TOOLKIT)
         timer.mark("unattended-upgrades")
@@ -81,9 +98,11 @@ def months(lab: Lab, gpu_inventory, tmp_path_factory) -> Iterator[dict[str, Any]
         seen["after_reboot_smi"] = host.exec(SMI)
         seen["model_after_reboot"] = host.exec("systemctl is-active vllm.service")[1].strip()
         seen["started_after_reboot"] = model_started(host)
+        seen["serves_after_reboot"] = host.exec(SERVES)
         seen["month_two"] = up(inventory, host, tmp, "month-two", timer)
         seen["after_up"] = sh(host, DRIVER)
         seen["started_after_up"] = model_started(host)
+        seen["docker_after_up"] = sh(host, DOCKER_IO)
         # month three: ABI 42 is out, its signed module is not
         archive.publish("three")
         sh(host, UNATTENDED_UPGRADES)
@@ -150,3 +169,21 @@ def test_a_kernel_without_its_signed_module_stops_the_run_before_a_reboot(months
     assert "signed NVIDIA module for kernel 6.17.0-42-generic" in run.output
     assert months["boot_id_after_three"] == months["boot_id_three"]
     assert months["booted_after_three"] == MONTHS["two"].newest.release
+
+
+def test_the_months_docker_update_is_taken_and_the_model_serves_through_it(months):
+    # unattended-upgrades installs the docker.io update from -security, as it does Ubuntu's docker.io SRUs
+    assert months["docker_two"] == months["docker_update"], months["upgrade_two"]
+    # the package does not restart the running dockerd (Ubuntu's docker.io asks debconf docker.io/restart,
+    # default false, LP: #1658691; Debian's scripts only start it): the model is not even restarted, and
+    # the new dockerd runs from the reboot on
+    assert months["model_restarted_by_upgrade"] == months["model_before_upgrade"]
+    assert months["model_after_upgrade"] == "active"
+    assert months["serves_after_upgrade"][0] == 0, months["serves_after_upgrade"]
+    assert months["serves_after_reboot"][0] == 0, months["serves_after_reboot"]
+
+
+def test_the_next_up_keeps_the_updated_docker(months):
+    # docker.io is installed unpinned (roles/docker): the next up neither downgrades it nor restarts it
+    # (it changes nothing at all: test_the_next_up_downgrades_nothing_and_does_not_restart_the_model)
+    assert months["docker_after_up"] == months["docker_update"]

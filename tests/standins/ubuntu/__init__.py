@@ -5,6 +5,7 @@ published month by month so that a test can travel in time.
 - catalogue.py  what each month of the archive carries (kernel ABIs, 580 releases)
 - packages.py   the packages of one kernel ABI and of one driver release (DebSpec, tiny payloads)
 - archive.py    UbuntuArchive(out_dir).publish(month): a signed apt archive (dists/, pool/)
+- docker_io.py  the month's docker.io update: the host's real docker.io repackaged with a higher version
 """
 
 from .archive import ARCHIVE_HOST, UbuntuArchive

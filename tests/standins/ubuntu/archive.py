@@ -9,6 +9,7 @@ apart, as on a real laptop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.standins.apt_archive import MonthlyArchive
@@ -19,9 +20,10 @@ from .catalogue import MONTHS, SERIES
 
 ARCHIVE_HOST = "archive.ubuntu.com"
 POCKETS = ("", "-updates", "-security")
-# the NVIDIA module and driver packages are in restricted (SOURCES.md), the kernels in main
-COMPONENTS = {"main": lambda spec: not spec.section.startswith("restricted"),
-              "restricted": lambda spec: spec.section.startswith("restricted")}
+# the NVIDIA module and driver packages are in restricted (SOURCES.md), docker.io in universe, the kernels in main
+COMPONENTS = {"main": lambda spec: not spec.section.startswith(("restricted", "universe")),
+              "restricted": lambda spec: spec.section.startswith("restricted"),
+              "universe": lambda spec: spec.section.startswith("universe")}
 KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
 
 
@@ -39,10 +41,12 @@ class UbuntuArchive(MonthlyArchive):
     def __init__(self, out_dir: Path) -> None:
         super().__init__(out_dir, "ubuntu", "Ubuntu Archive stand-in <archive@lab.invalid>")
 
-    def publish(self, month: str) -> list[DebSpec]:
-        """List month MONTH's packages in every pocket (noble keeps month one's, as a release does)."""
+    def publish(self, month: str, built: Sequence[DebSpec] = ()) -> list[DebSpec]:
+        """List month MONTH's packages in every pocket (noble keeps month one's, as a release does), and
+        BUILT: updates already in pool/MONTH (docker_io.repackaged_docker_io)."""
         specs = month_packages(month)
         self.build(month, specs)
+        specs += built
         for pocket in POCKETS:
             if pocket == "" and (self.root / "dists" / SERIES / "Release").exists():
                 continue  # the release pocket is frozen at release
