@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from provision.connection.base import CommandResult, checked, wrap_script
-from provision.ops.base import Action
 from provision.shell import Command, quote
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ def first_script(plan: Plan) -> Command | None:
     if not plan.changed or not plan.steps:
         return None
     first = plan.steps[0]
-    scripts = first.scripts() if isinstance(first, Action) else (first,)
+    scripts = (first,) if isinstance(first, Command) else first.scripts()
     return scripts[0] if scripts and scripts[0].sudo else None
 
 
