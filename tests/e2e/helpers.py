@@ -39,6 +39,14 @@ class Run:
         return self.stdout + self.stderr
 
 
+def sh(host: Any, command: str) -> str:
+    """Run `command` on a lab host as root; its output, stripped. Fails the test, quoting the output,
+    when it exits non-zero."""
+    rc, output = host.exec(command)
+    assert rc == 0, f"{command}: {output}"
+    return output.strip()
+
+
 def provision(*args: str, json_path: Path | None = None, timeout: float = 900, env: dict | None = None) -> Run:
     """Run `python -m provision ARGS` from the repository root, like a user would."""
     argv = [sys.executable, "-m", "provision", *args]

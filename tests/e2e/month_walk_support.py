@@ -6,19 +6,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.e2e.helpers import Run, provision
+from tests.e2e.helpers import Run, provision, sh
 from tests.lab import LabHost
 
 # what apt-daily.service and apt-daily-upgrade.service run (apt.systemd.daily: update, then unattended-upgrade)
 UNATTENDED_UPGRADES = "apt-get update -qq && unattended-upgrade -v"
 SMI = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
-
-
-def sh(host: LabHost, command: str) -> str:
-    rc, output = host.exec(command)
-    assert rc == 0, f"{command}: {output}"
-    return output.strip()
 
 
 def model_started(host: LabHost) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import HELD_BY_UP, Run, provision
+from tests.e2e.helpers import HELD_BY_UP, Run, provision, sh
 from tests.lab import LabHost
 from tests.standins.nvidia import HostTraits
 from tests.standins.nvidia.catalogue import DRIVER_VERSIONS
@@ -36,12 +36,6 @@ def up(inventory: Path, json_path: Path, *args: str) -> Run:
 
 def boots(host: LabHost) -> int:
     return int(host.exec("cat /var/lib/test-boots 2>/dev/null | wc -l")[1].strip())
-
-
-def sh(host: LabHost, command: str) -> str:
-    rc, output = host.exec(command)
-    assert rc == 0, f"{command}: {output}"
-    return output.strip()
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from typing import Any
 import docker
 import pytest
 
-from tests.e2e.helpers import HELD_BY_UP, provision
-from tests.lab import Lab, LabHost
+from tests.e2e.helpers import HELD_BY_UP, provision, sh
+from tests.lab import Lab
 from tests.lab.image import IMAGE
 from tests.lab.net import free_port
 from tests.standins.hub.cli import start_hub
@@ -35,12 +35,6 @@ FIRST_REPO_PORT = 18965
 STANDIN_ENV = {"STANDIN_READY_DELAY": "1", "STANDIN_TOKENS_PER_S": "2000"}
 REBOOT = "reboot for the NVIDIA driver"
 KEY_FILE = "/etc/provision/vllm/api-key"
-
-
-def sh(host: LabHost, command: str) -> str:
-    rc, output = host.exec(command)
-    assert rc == 0, f"{command}: {output}"
-    return output.strip()
 
 
 def local_name(lab: Lab, reference: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from provision.shell import quote
-from tests.e2e.helpers import Run, provision
+from tests.e2e.helpers import Run, provision, sh
 from tests.lab import Lab, LabHost
 from tests.lab.net import MACHINE_FROM_HOSTS
 from tests.standins.hub.cli import RunningHub, start_hub
@@ -43,12 +43,6 @@ KEY_FILE = "/etc/provision/vllm/api-key"
 UNIT = "/etc/systemd/system/vllm.service"
 # fast stand-ins: ready a second after start, 2000 tokens/s
 STANDIN_ENV = {"STANDIN_READY_DELAY": "1", "STANDIN_TOKENS_PER_S": "2000"}
-
-
-def sh(host: LabHost, command: str) -> str:
-    rc, output = host.exec(command)
-    assert rc == 0, f"{command}: {output}"
-    return output.strip()
 
 
 def started_at(host: LabHost) -> str:

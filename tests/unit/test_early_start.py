@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,9 @@ from provision.runner.events import SilentReporter
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner
 from provision.shell import Command
+from tests.unit.project_support import write
 
 UNIT = re.compile(r"provision-early-[0-9a-f]{12}")
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
 
 
 @pytest.fixture

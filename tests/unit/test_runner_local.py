@@ -7,7 +7,6 @@ failures name host, task and command.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,7 @@ from provision.runner.events import SilentReporter
 from provision.runner.host_run import RunOptions
 from provision.runner.results import Status
 from provision.runner.runner import RunConfig, Runner
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
+from tests.unit.project_support import write
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from provision.runner import host_run
 from provision.runner.events import SilentReporter
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner
+from tests.unit.project_support import write
 
 REPO = Path(__file__).resolve().parents[3]
 #: what a hostile template may take before the test calls it a hang (the CLI's start included)
@@ -52,12 +53,6 @@ def escapes(marker: Path) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------ data is data
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A one-role project on this machine (local connection), as tests/unit/test_runner_local.py."""
