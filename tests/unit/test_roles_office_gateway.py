@@ -83,7 +83,7 @@ def test_every_gpu_host_is_a_server_with_its_port_and_max_num_seqs(tmp_path: Pat
     config = haproxy_config(tmp_path)
     servers = re.findall(r"^\s+server (\S+) (\S+) maxconn (\d+) maxqueue (\d+)$", config, re.MULTILINE)
     # the profile's max_num_seqs where the host sets none; not the cache, not the gateway
-    assert servers == [("desk-1", "192.168.1.61:8000", "4", "4"), ("desk-2", "192.168.1.62:8001", "2", "2")]
+    assert servers == [("desk-1", "192.168.1.61:8000", "4", "10000"), ("desk-2", "192.168.1.62:8001", "2", "10000")]
     assert "bind :8000" in config
 
 
