@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +22,26 @@ from tests.lab.lab import unavailable_reason
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lab: end-to-end tests against real lab hosts (containers with systemd and sshd)")
+
+
+_SECONDS_PER_FILE: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _SECONDS_PER_FILE[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """With --durations: the seconds each test file took (setup, call and teardown summed; a
+    session fixture counts where it was first built), slowest first: where CI's budget goes."""
+    if config.getoption("durations", None) is None:
+        return
+    terminalreporter.write_sep("=", "seconds per test file")
+    for path, seconds in sorted(_SECONDS_PER_FILE.items(), key=lambda item: -item[1])[:40]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {path}")
+    for folder in ("tests/e2e/", "tests/unit/"):
+        total = sum(seconds for path, seconds in _SECONDS_PER_FILE.items() if path.startswith(folder))
+        terminalreporter.write_line(f"{total:8.1f}s {folder} in all")
 
 
 @pytest.fixture(scope="session")

@@ -87,8 +87,8 @@ def open_office(lab: Lab, tmp: Path, backends: int = 2, tokens_per_s: float = 50
                 **gateway_vars: Any) -> Office:
     """Start the hosts and the stand-ins, write the inventory (with `gateway_vars` for every host),
     converge the gateway; every backend UP when this returns."""
-    gateway = lab.new_host(prefix="ogw", extra_ports=[GATEWAY_PORT])
-    hosts = lab.new_hosts(backends, prefix="obk", extra_ports=[VLLM_PORT])
+    gateway, *hosts = lab.new_host_set({"prefix": "ogw", "extra_ports": [GATEWAY_PORT]},
+                                       *[{"prefix": "obk", "extra_ports": [VLLM_PORT]}] * backends)
     for host in hosts:
         host.container.put_archive("/opt", standin_archive())
         start_backend(host, tokens_per_s)

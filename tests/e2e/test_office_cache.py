@@ -49,8 +49,8 @@ def office(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
         image = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
                              behaviours=("ok",), log=lambda _: None)["ok"]
         registry = lab.registry.address_for_hosts
-        cache = lab.new_host(prefix="acache", extra_ports=list(CACHE_PORTS.values()))
-        clients = lab.new_hosts(2, prefix="aclient")
+        cache, *clients = lab.new_host_set({"prefix": "acache", "extra_ports": list(CACHE_PORTS.values())},
+                                           {"prefix": "aclient"}, {"prefix": "aclient"})
         urls = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
                 for name, port in CACHE_PORTS.items()}
         variables = {"hf_endpoint": f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}",

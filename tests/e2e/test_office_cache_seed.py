@@ -47,8 +47,9 @@ def office(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
     hub = start_hub(tmp / "hub", shard_size=4 * MIB, shards=2, options=HubOptions(request_log=tmp / "hub.jsonl"))
     try:
         hub_name = docker_hub_image(lab, tag_here=True)  # present here too: the bundle build pulls nothing
-        cache = lab.new_host(prefix="scache", extra_ports=[*CACHE_PORTS.values(), SEED_REGISTRY_PORT])
-        clients = lab.new_hosts(2, prefix="sclient")
+        cache_ports = [*CACHE_PORTS.values(), SEED_REGISTRY_PORT]
+        cache, *clients = lab.new_host_set({"prefix": "scache", "extra_ports": cache_ports},
+                                           {"prefix": "sclient"}, {"prefix": "sclient"})
         inventory = lab.write_inventory(
             tmp / "office.yaml", [cache, *clients],
             hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", vllm_image=hub_name,

@@ -63,8 +63,8 @@ class Office:
 @pytest.fixture(scope="module")
 def office(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Office]:
     tmp = tmp_path_factory.mktemp("office-gateway")
-    gateway = lab.new_host(prefix="ogw", extra_ports=[GATEWAY_PORT])
-    backends = lab.new_hosts(3, prefix="obk", extra_ports=[VLLM_PORT])
+    gateway, *backends = lab.new_host_set({"prefix": "ogw", "extra_ports": [GATEWAY_PORT]},
+                                          *[{"prefix": "obk", "extra_ports": [VLLM_PORT]}] * 3)
     for host in backends:
         host.container.put_archive("/opt", standin_archive())
         start_backend(host)

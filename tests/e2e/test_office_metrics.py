@@ -51,8 +51,8 @@ class Office:
 @pytest.fixture(scope="module")
 def office(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Office]:
     tmp = tmp_path_factory.mktemp("office-metrics")
-    gateway = lab.new_host(prefix="omg", extra_ports=[GATEWAY_PORT, NODE_PORT])
-    backend = lab.new_host(prefix="omb", extra_ports=[VLLM_PORT, NODE_PORT])
+    gateway, backend = lab.new_host_set({"prefix": "omg", "extra_ports": [GATEWAY_PORT, NODE_PORT]},
+                                        {"prefix": "omb", "extra_ports": [VLLM_PORT, NODE_PORT]})
     backend.container.put_archive("/opt", standin_archive())
     start_backend(backend)
     inventory = lab.write_inventory(tmp / "office.yaml", [gateway, backend])

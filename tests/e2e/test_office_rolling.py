@@ -148,8 +148,8 @@ def office(lab: Lab, hub: RunningHub, tmp_path_factory: pytest.TempPathFactory) 
     tmp = tmp_path_factory.mktemp("office-rolling")
     image = build_images(f"127.0.0.1:{lab.registry.port}", pull_registry=lab.registry.address_for_hosts,
                          behaviours=("ok",), env=STANDIN_ENV, log=lambda _: None)["ok"]
-    gateway = lab.new_host(prefix="orgw", extra_ports=[GATEWAY_PORT])
-    backends = lab.new_hosts(3, prefix="orbk", extra_ports=[VLLM_PORT])
+    gateway, *backends = lab.new_host_set({"prefix": "orgw", "extra_ports": [GATEWAY_PORT]},
+                                          *[{"prefix": "orbk", "extra_ports": [VLLM_PORT]}] * 3)
     inventory = lab.write_inventory(
         tmp / "office.yaml", [gateway, *backends],
         hf_endpoint=f"http://{MACHINE_FROM_HOSTS}:{hub.server.server_address[1]}", vllm_image=image,

@@ -84,8 +84,13 @@ class Lab:
 
     def new_hosts(self, n: int, prefix: str = "lab", **options: Any) -> list[LabHost]:
         """`n` fresh hosts, started in parallel (the lab must be started)."""
-        with ThreadPoolExecutor(max_workers=max(1, min(n, 4))) as pool:
-            return list(pool.map(lambda _: self.new_host(prefix=prefix, **options), range(n)))
+        return self.new_host_set(*[{"prefix": prefix, **options}] * n)
+
+    def new_host_set(self, *hosts: dict[str, Any]) -> list[LabHost]:
+        """Fresh hosts of different kinds (a gateway and its backends), one dict of `new_host` options
+        each, started in parallel: one after the other, each boot waited on its own (5-8 s on 2 cores)."""
+        with ThreadPoolExecutor(max_workers=max(1, min(len(hosts), 4))) as pool:
+            return list(pool.map(lambda options: self.new_host(**options), hosts))
 
     def new_host(self, name: str | None = None, *, prefix: str = "lab", binds: Sequence[Bind] = (),
                  extra_ports: Sequence[int] = (), offline: bool = False, suite: str = "bookworm") -> LabHost:

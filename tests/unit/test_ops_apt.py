@@ -228,7 +228,8 @@ def test_a_held_dpkg_lock_is_waited_for_with_progress_naming_the_holder(tmp_path
     from tests.unit.ops_support import LocalTestConnection
 
     lock = tmp_path / "lock-frontend"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "7"], stdout=subprocess.PIPE, text=True)
+    # held 3 s: one 5-s poll of the wait (dpkg_lock.sh) sees it, the next finds it free
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "3"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"
     started = time.monotonic()
     lines: list[str] = []

@@ -139,7 +139,8 @@ def test_preflight_shows_who_holds_the_dpkg_lock_while_it_waits(tmp_path, monkey
 
     lock = tmp_path / "lock-frontend"
     monkeypatch.setenv("DPKG_LOCK_FILES", str(lock))  # dpkg_lock.sh's list of lock files, for a test
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "6"], stdout=subprocess.PIPE, text=True)
+    # held 3 s: one 5-s poll of the wait (dpkg_lock.sh) sees it, the next finds it free
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "3"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"
     task = render_tasks(facts(FRESH_DEBIAN, dpkg_locked=True), preflight_dpkg_lock_timeout=30)["the dpkg lock is free"]
     operation = REGISTRY[task.task.op]

@@ -173,6 +173,8 @@ def test_systemd_logind_reloads_where_it_can_and_restarts_only_with_nobody_there
     assert "reload systemd-logind.service" in calls and "restart" not in calls and "apply now" in out
     out, calls = logind_handler(empty_dir, "no", "")
     assert "restart systemd-logind.service" in calls and "nobody logged in" in out
+    # and unattended-upgrades' shutdown helper with it, else the next reboot waits 30 s for its delay lock
+    assert calls.index("restart systemd-logind.service") < calls.index("restart unattended-upgrades.service")
 
 
 def test_persistence_mode_is_really_on_and_checked_with_nvidia_smi() -> None:
