@@ -130,8 +130,11 @@ class Bench:
         results = self.work / "results.json"
         command = [sys.executable, "-m", "provision"] if base else [str(BIN / "provision")]
         argv = [*command, "up", str(inventory), "--tags", "docker", "--json-file", str(results)]
+        # the base tree's folder as the working directory too: `python -m` puts it first on sys.path,
+        # so from this repository's folder the base run would import this tree, not the base
         elapsed, _ = run(argv + (["--check"] if check else []),
-                         env={"PYTHONPATH": str(self.base)} if base and self.base else None)
+                         env={"PYTHONPATH": str(self.base)} if base and self.base else None,
+                         cwd=self.base if base and self.base else REPO)
         if check or base:
             return elapsed
         hosts = json.loads(results.read_text())["hosts"].values()

@@ -14,37 +14,37 @@ from provision.connection.base import Connection
 from provision.errors import CommandFailed
 from provision.secrets import SECRET_PROBE, hide_secret_sections
 
+PIPES_AT_ONCE = 200
+
 
 def build_script(snippets: Iterable[str], token: str) -> str:
-    """One script that runs every snippet, each in a process of its own (a background job, or a
-    subshell one by one) with stdin closed, and prints their outputs in order, each behind its
-    marker line (labelled `secret` for a snippet that prints one: traces and errors hide that section).
+    """One script that runs every snippet, each in a process of its own with stdin closed, and prints
+    their outputs in order, each behind its marker line (labelled `secret` for a snippet that prints
+    one: traces and errors hide that section).
 
-    The snippets run at once (they only read the host, so none depends on another), each into its
-    own file of a private temp folder, printed in order when all are done: a converged host costs
-    its slowest check (the smoke checks' answers, the facts' nvidia-smi), not their sum. The
-    folder (0700, root's under sudo: some outputs are secret, e.g. the API key's probe) goes when
-    the script ends, a signal included; without a writable temp folder they run one by one.
+    The snippets run at once (they only read the host, so none depends on another), each into a pipe
+    of its own (a process substitution) that one `cat` reads in order: a converged host costs its
+    slowest check (the smoke checks' answers, the facts' nvidia-smi), not their sum, and the outputs
+    (some secret, e.g. the API key's probe) never touch a disk. A snippet whose output outgrows its
+    pipe (64 KiB) waits for `cat` to reach it. No temp folder, no job control: the host pays one
+    fork per snippet and one exec (cat) for the batch (benchmarks/RESULTS.md, host CPU).
     """
     snippets = list(snippets)
     parts = ["set +e +u +o pipefail"]
     for index, snippet in enumerate(snippets):
         label = f"{index} secret" if snippet.startswith(SECRET_PROBE) else str(index)
         parts.append(f"_probe{index}() {{ echo '@@{token} {label}'\n{{ {snippet}\n}} </dev/null\n}}")
-    indexes = " ".join(str(index) for index in range(len(snippets)))
-    # a background job is a process of its own already; one by one, each gets a subshell
-    one_by_one = f'for _i in {indexes}; do ( "_probe$_i" ); done'
     if len(snippets) < 2:
-        parts.append(one_by_one)
+        parts.append("( _probe0 )")
     else:
-        parts.append(f"""if _probes=$(mktemp -d 2>/dev/null); then
-  trap 'rm -rf -- "$_probes"' EXIT
-  for _i in {indexes}; do "_probe$_i" > "$_probes/$_i" & done
-  wait
-  cat -- "$_probes"/{{0..{len(snippets) - 1}}}
-else
-  {one_by_one}
-fi""")
+        # a pipe a snippet: a few hundred at a time stay far below the 1024 open files a session
+        # usually may have; each further few hundred in a subshell, whose exit closes its pipes (bash
+        # does not always close them between commands: `bash -c` keeps them open to its end)
+        chunks = [range(first, min(first + PIPES_AT_ONCE, len(snippets)))
+                  for first in range(0, len(snippets), PIPES_AT_ONCE)]
+        for chunk in chunks:
+            cat = "cat " + " ".join(f"<(_probe{index})" for index in chunk)
+            parts.append(cat if len(chunks) == 1 else f"( {cat} )")
     parts.append(f"echo '@@{token} end'")
     return "\n".join(parts) + "\n"
 

@@ -29,8 +29,10 @@ if ! flock -w "${GRACE_S:-2}" 9; then
 fi
 # the folder is root's own (no one else can plant a file here): this shell's pid names the temp file
 tmp="$holder.$$"
-# 0600: only root reads who holds the lock (an older record, 0644, is replaced by this one)
-(umask 077 && printf '%s, "lock_pid": %s}\n' "${HOLDER:?set by run_lock.py: this run as JSON}" "$$" > "$tmp")
+# 0600: only root reads who holds the lock (an older record, 0644, is replaced by this one); the
+# umask in this shell, not a subshell (a fork): it creates no other file
+umask 077
+printf '%s, "lock_pid": %s}\n' "${HOLDER:?set by run_lock.py: this run as JSON}" "$$" > "$tmp"
 mv -f -- "$tmp" "$holder"
 echo "lock=taken"
 # the beat: the controller's watchdog reads it (a silent host is reported unreachable), and the

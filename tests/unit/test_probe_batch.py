@@ -43,11 +43,23 @@ def test_snippets_run_at_once_and_print_in_order(tmp_path):
     assert split_output(out, "tok", 3) == ["saw-second\n", "second\n", "third\n"]
 
 
-def test_without_a_temp_folder_they_run_one_by_one_and_none_is_left(tmp_path):
+def test_outputs_touch_no_disk_and_need_no_temp_folder(tmp_path):
+    # some outputs are secret (the API key's probe): they go through pipes, never a file
     script = build_script(["echo a", "echo b"], "tok")
-    unwritable = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
-                                env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path / "missing")}).stdout
-    assert split_output(unwritable, "tok", 2) == ["a\n", "b\n"]
-    subprocess.run(["bash", "-c", script], capture_output=True, check=True,
-                   env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
-    assert list(tmp_path.iterdir()) == []  # the outputs' folder went with the script
+    for tmpdir in (tmp_path / "missing", tmp_path):
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                             env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmpdir)}).stdout
+        assert split_output(out, "tok", 2) == ["a\n", "b\n"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_many_snippets_stay_within_the_open_files_limit_and_big_outputs_wait_their_turn():
+    # a pipe a snippet: 1,200 at once would pass the 1024 open files a session usually may have
+    snippets = [f"echo {index}" for index in range(1200)]
+    big = "head -c 300000 /dev/zero | tr '\\0' x; echo"  # more than a pipe holds (64 KiB)
+    snippets[:3] = [big, "echo 1", big]
+    out = subprocess.run(["bash", "-c", "ulimit -n 1024\n" + build_script(snippets, "tok")], capture_output=True,
+                         text=True, check=True).stdout
+    outputs = split_output(out, "tok", 1200)
+    assert [len(text) for text in outputs[:3]] == [300001, 2, 300001]
+    assert outputs[3:] == [f"{index}\n" for index in range(3, 1200)]

@@ -43,6 +43,9 @@ def test_a_second_run_is_refused_at_once_naming_the_holder(tmp_path: Path):
 def test_closing_the_holder_releases_the_lock(tmp_path: Path):
     first, conn = lock(tmp_path)
     first.confirm(conn)
+    record = tmp_path / "run.holder.json"
+    assert record.stat().st_mode & 0o777 == 0o600  # who holds it is root's to read
+    assert '"lock_pid": ' in record.read_text() and not list(tmp_path.glob("run.holder.json.*"))
     first.release()
     second, conn2 = lock(tmp_path)
     second.confirm(conn2)  # within the 2 s grace: no refusal
