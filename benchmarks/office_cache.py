@@ -155,8 +155,9 @@ def main() -> None:
             if args.throttle else (0, 0, 0)
         serial = [] if args.serial == "all" else ["--serial", args.serial]
         report["serial"] = args.serial
-        report["cached_s"], _, _ = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS,
-                                             "--forks", str(args.hosts), *serial, json_path=work / "cached.json")
+        report["cached_s"], _, rollout = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS,
+                                                   "--forks", str(args.hosts), *serial, json_path=work / "cached.json")
+        print("\n".join(timelines(rollout, [fleet[0].name, fleet[-1].name])), flush=True)
         report["cached"] = upstreams.since(mark)
         if args.throttle:
             report["cache_sent"] = sent(host_pid(cache)) - before[0]
@@ -228,6 +229,19 @@ def print_figures(report: dict[str, Any]) -> None:
           + (f" (hit rate {1 - fetched / served:.0%} of bytes)" if served else ""))
     print(json.dumps({k: v if not isinstance(v, tuple) else [dict(c) for c in v] for k, v in report.items()},
                      indent=None)[:2000], flush=True)
+
+
+def timelines(output: str, hosts: list[str]) -> list[str]:
+    """The recap's timeline of each of `hosts` (where the rollout's time went), as `up` printed it."""
+    lines, keep = [], False
+    for line in output.splitlines():
+        if line.startswith("timeline of "):
+            keep = line.split()[2] in hosts
+        elif not line.startswith(" "):
+            keep = False
+        if keep:
+            lines.append(line)
+    return lines
 
 
 def print_limit(report: dict[str, Any]) -> None:
