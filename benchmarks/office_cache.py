@@ -23,11 +23,11 @@ LAN towards the hosts, the upstream fill from the hub and the registry), and ngi
 `--image-mib` adds random bytes to the stand-in vLLM image. The rollout is then compared with the LAN
 limit, from bytes counted on tap0 during the rollout (the fill counted apart from the serving: they
 overlap on a full-duplex link, so this errs on the generous side by at most the fill's share):
-  - all at once (`--serial all`): (the bytes the cache sent + the bytes it received, its upstream
-    fill) / `--cache-mbit`;
-  - with a canary (`--serial 1,100%`, the default): per batch. The user asked for the canary and accepts
-    its time, so its batch counts alone at its own link: the bytes the canary host received /
-    `--per-host-mbit`, then the rest (the bytes the cache sent less the canary's, + the fill) /
+  - all bytes through the cache's link: (the bytes the cache sent + the bytes it received, its
+    upstream fill) / `--cache-mbit`; the limit of a rollout of every host at once (`--serial all`);
+  - with a canary (`--serial 1,100%`, the default), also per batch: the user asked for the canary and
+    accepts its time, so its batch counts alone at its own link (the bytes the canary host received /
+    `--per-host-mbit`), then the rest (the bytes the cache sent less the canary's, + the fill) /
     `--cache-mbit`. Generous towards the tool: the canary's image pull runs on beside the next batch.
 
 Usage: benchmarks/office_cache.py [--hosts 5] [--shard-mib 8]   (runs its own lab; root; ~6 min for 5)
