@@ -127,4 +127,7 @@ def test_the_cache_host_gets_the_archive_backends_and_its_resolver(tmp_path: Pat
     nginx = tasks["nginx caches the hub's files by commit"].args.content
     assert "resolver 10.0.2.3 ipv6=off;" in nginx and "proxy_pass https://huggingface.co;" in nginx
     registry = tasks["the registry is a pull-through cache of the upstream"].args.content
-    assert 'remoteurl: "https://registry-1.docker.io"' in registry
+    assert 'remoteurl: "http://127.0.0.1:5002"' in registry  # through nginx, which fetches each blob once
+    fill = tasks["nginx fetches each of the registry's blobs once"].args.content
+    assert "listen 127.0.0.1:5002;" in fill and fill.count("proxy_pass https://registry-1.docker.io;") == 2
+    assert fill.count("proxy_cache_lock on;") == 2 and "resolver 10.0.2.3 ipv6=off;" in fill

@@ -32,6 +32,9 @@ HOSTILE: dict[str, list[Any]] = {
     "nvidia_cuda_repo_base": ["https://x'$(touch /tmp/pwned)'"],
     "hf_endpoint": ["http://cache.lan\nhttp://evil", "file:///x;y"],
     "office_cache_hf_upstream": ["https://hub/$host"],
+    # written into nginx's config (registry-fill.nginx.conf.j2) as the hub's is
+    "office_cache_registry_upstream": ["https://registry-1.docker.io;include /etc/shadow", "https://r/$host",
+                                       "https://r\nstorage: {delete: x}"],
     "vllm_extra_flags": [{"chat-template": "x\nExecStartPost=/bin/touch /tmp/pwned"}, {"served-model-name": "a\x00b"}],
     "vllm_image": ["vllm/vllm-openai:v1 --privileged", "--privileged", "img\n"],
     "hf_model": ["../../etc", "org/name --trust-remote-code"],
@@ -46,6 +49,8 @@ HOSTILE: dict[str, list[Any]] = {
                                     {"HandleLidSwitch=ignore\nKillUserProcesses": "yes"}],
     "host_tuning_sleep_targets": [["sleep.target; reboot"]],
     "office_cache_hf_max_size": ["200g; include /etc/shadow"],
+    "office_cache_registry_fill_max_size": ["50g inactive=1s"],
+    "office_cache_registry_fill_dir": ["/var/cache/x levels=1:2 keys_zone=evil:1m"],
     "office_cache_hf_cache_dir": ["/var/cache/x levels=1:2 keys_zone=evil:1m"],
     "docker_insecure_registries": [["registry.lan:5000\nevil"]],
     "hf_token": ["hf_abc\nAuthorization: x", 'hf_abc" -o /etc/cron.d/x'],
@@ -67,6 +72,7 @@ ORDINARY: dict[str, list[Any]] = {
     "vllm_extra_flags": [{"chat-template": "{% for m in messages %}{{ m.content }}{% endfor %}"}],
     "served_model_name": ["gemma-4-26b-a4b-it", "team@office"],
     "office_cache_hf_max_size": ["200g", "1024"],
+    "office_cache_registry_upstream": ["https://registry-1.docker.io", "http://10.0.2.2:5000"],
     "hf_token": ["", "hf_AbCdEf0123456789"],
     "vllm_api_key": ["", "sk-office-2026_x.y"],
 }

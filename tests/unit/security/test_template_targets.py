@@ -121,8 +121,6 @@ def test_the_driver_pin_reads_back_with_its_values() -> None:
 
 
 @pytest.mark.parametrize(("name", "key", "variables"), [
-    ("registry-config.yml.j2", ("proxy", "remoteurl"),
-     {"office_cache_registry_port": 5000, "office_cache_registry_upstream": "https://r\nstorage: {delete: x}"}),
     ("seed-registry-config.yml.j2", ("storage", "filesystem", "rootdirectory"),
      {"office_cache_seed_registry_port": 5001, "office_cache_seed_registry_dir": "/srv/a: b\n  evil: 1"}),
 ])
@@ -217,13 +215,14 @@ def test_daemon_json_holds_hostile_strings_as_json() -> None:
 
 def test_every_template_is_covered_here() -> None:
     """A new template must be added to this file (or named here as holding no setting)."""
-    tested = {"cuda.sh.j2", "nvidia-no-unattended-upgrades.j2", "nvidia-driver.pref.j2", "registry-config.yml.j2",
-              "seed-registry-config.yml.j2"}
+    tested = {"cuda.sh.j2", "nvidia-no-unattended-upgrades.j2", "nvidia-driver.pref.j2", "seed-registry-config.yml.j2"}
     no_strings = {  # constant files, or only integers and values of a declared `format:` (names, paths)
         "nvidia-dev-char-symlinks.service.j2", "gpu-in-container-check.sh", "logind-provision.conf.j2",
         "nvidia-persistenced-provision.conf.j2", "blacklist-nouveau.conf.j2", "modules-load-nvidia.conf.j2",
         "apt-cacher-ng.conf.j2", "hf-mirror.nginx.conf.j2", "provision-seed-registry.service.j2", "seed-registry.sh",
         "apt-proxy-detect.sh",
+        # the office cache's registry: ports; its upstream (`format: url`) goes to nginx, not to the YAML
+        "registry-config.yml.j2", "registry-fill.nginx.conf.j2",
         # office_gateway: addresses of `format: host`, ints; haproxy -c reads it (test_roles_office_gateway.py)
         "haproxy.cfg.j2",
         # office users' keys and names: checked by provision/office_gateway/users.py (test_office_gateway_users.py)
