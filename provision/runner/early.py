@@ -50,7 +50,7 @@ GIVE_UP_SCRIPT = "/var/lib/provision/early-give-up.sh"
 EARLIER = "__provision_early_gave_up"  # the start script's lines about a unit an earlier run left
 # starts of one unit within START_LIMIT_S before systemd gives up on it (systemd.unit(5),
 # StartLimitIntervalSec= and StartLimitBurst=): a start that fails without a byte (no route, a stalled
-# CDN) takes at most ~4 minutes (hf_snapshot's 3 attempts of 20 s connect and 60 s stall each), so an
+# CDN) takes at most ~4 minutes (hf_snapshot's default 3 attempts of 20 s connect or 60 s stall), so an
 # unfollowed unit that keeps failing so gives up within ~20 minutes of a boot
 START_LIMIT_S = 3600
 START_LIMIT_BURST = 5
