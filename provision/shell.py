@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The exit status of a script whose failure no retry mends (the hub refused a file, a download that is
+# never the file listed): a host unit does not restart on it (provision/runner/early.py). sysexits.h
+# ends at 78, so no tool gives it another meaning.
+PERMANENT_FAILURE = 79
+
 
 @dataclass(frozen=True)
 class Command:

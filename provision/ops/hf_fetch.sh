@@ -3,13 +3,29 @@
 # Functions of hf_snapshot's download script (provision/ops/hf_snapshot.py writes the globals and the
 # calls): each file of the repository into "$storage/blobs/ETAG.part", checked, then renamed into place.
 # Globals: storage manifests attempts connections parallel_files wanted (ETAG:SIZE of the files still
-# missing) done_bytes (bytes already in place), and the function `auth` (curl's header config).
+# missing) done_bytes (bytes already in place), for_good (the exit status of a failure no retry mends:
+# provision/shell.py::PERMANENT_FAILURE), and the function `auth` (curl's header config).
+#
+# A failure is for good when the hub refused the file (an HTTP 4xx status but 408 Request Timeout and
+# 429 Too Many Requests, which say to come back later: RFC 9110 section 15.5, RFC 6585 section 4), a
+# bundle's file:// copy lacks it (curl exit 37), or every attempt got the whole file and it is not the
+# file the hub lists (size or hash): the script exits with $for_good, which the host unit an early start
+# runs it in does not restart on (provision/runner/early.py). Anything else (no connection, a 5xx, a
+# full disk) exits 1: a later start resumes.
 #
 # A large file comes by several ranged requests at once, each chunk written at its offset of the
 # .part (the way hf_transfer fills a file: github.com/huggingface/hf_transfer, src/lib.rs, download
 # with max_files and chunk_size), a marker per finished chunk beside the cache, so an interrupted
 # download resumes with the chunks it lacks. Several files run at once (huggingface_hub's
 # snapshot_download does the same with max_workers=8 threads, one per file).
+
+refused() {  # curl-exit http-status: the server's answer says a retry cannot mend it
+  case "$2" in
+    408 | 429) return 1 ;;
+    4[0-9][0-9]) return 0 ;;
+  esac
+  [ "$1" = 37 ]
+}
 
 no_space() {  # path needed what
   local fs free
@@ -40,7 +56,7 @@ checked() {  # etag size kind part path: the .part has the listed size and hash
 }
 
 fetch() {  # etag size kind url path: one connection, curl -C - resumes the .part where it stopped
-  local blob="$storage/blobs/$1" part="$storage/blobs/$1.part" size=$2 attempt=0 have rc curl_pid=''
+  local blob="$storage/blobs/$1" part="$storage/blobs/$1.part" size=$2 attempt=0 have rc status curl_pid=''
   local errors_of; errors_of=$(mktemp)
   trap 'if [ -n "$curl_pid" ]; then kill "$curl_pid" 2>/dev/null; fi; rm -f -- "$errors_of"; exit 143' TERM
   if [ -f "$blob" ] && [ "$(stat -c %s -- "$blob")" = "$size" ]; then rm -f -- "$errors_of"; return 0; fi
@@ -51,7 +67,7 @@ fetch() {  # etag size kind url path: one connection, curl -C - resumes the .par
     if [ "$have" -lt "$size" ] && no_space "$storage/blobs" $((size - have)) "$5"; then rm -f -- "$errors_of"; return 1; fi
     if [ "$have" -lt "$size" ]; then
       auth | curl -sS -f -L -K - -C - --connect-timeout 20 --speed-limit 1024 --speed-time 60 \
-        -o "$part" -- "$4" 2>"$errors_of" &
+        -w '%{stderr}status=%{http_code}\n' -o "$part" -- "$4" 2>"$errors_of" &
       curl_pid=$!
       rc=0; wait "$curl_pid" || rc=$?; curl_pid=''
       if [ "$rc" -eq 23 ]; then
@@ -59,15 +75,22 @@ fetch() {  # etag size kind url path: one connection, curl -C - resumes the .par
         no_space "$storage/blobs" $((size - have)) "$5" && { rm -f -- "$errors_of"; return 1; }
       fi
       if [ "$rc" -ne 0 ]; then
+        status=$(sed -n 's/^status=//p' "$errors_of" | tail -n 1)
+        if refused "$rc" "$status"; then
+          if [ "$status" = 000 ]; then status="no such file"; else status="HTTP $status"; fi
+          echo "downloading $5 failed for good: $status from $4 (curl exit $rc): $(grep -v '^status=' "$errors_of" | head -c 500)" >&2
+          rm -f -- "$errors_of"; return "$for_good"
+        fi
         if [ "$attempt" -lt "$attempts" ]; then echo "retry=$5"; sleep 2; continue; fi
-        echo "downloading $5 failed (curl exit $rc): $(head -c 500 "$errors_of")" >&2
+        echo "downloading $5 failed (curl exit $rc, HTTP $status from $4): $(grep -v '^status=' "$errors_of" | head -c 500)" >&2
         rm -f -- "$errors_of"; return 1
       fi
     fi
     if ! checked "$1" "$size" "$3" "$part" "$5"; then
       rm -f -- "$part"
       if [ "$attempt" -lt "$attempts" ]; then continue; fi
-      cat -- "$errors_of" >&2; rm -f -- "$errors_of"; return 1
+      echo "$(cat -- "$errors_of") (for good after $attempt attempts, from $4)" >&2; rm -f -- "$errors_of"
+      return "$for_good"
     fi
     mv -f -- "$part" "$blob"
     rm -f -- "$errors_of"
@@ -75,7 +98,8 @@ fetch() {  # etag size kind url path: one connection, curl -C - resumes the .par
   done
 }
 
-range_worker() {  # part marks url errors ranges...: every range without its marker, at its offset
+range_worker() {  # part marks url errors ranges...: every range without its marker, at its offset;
+  # returns 3 when the server ignores ranges, 4 when it refused the file for good
   local part=$1 marks=$2 url=$3 errors=$4 range start len fifo dd_pid='' curl_pid='' crc drc status got
   shift 4
   fifo=$(mktemp -u); mkfifo -m 600 -- "$fifo"
@@ -99,7 +123,9 @@ range_worker() {  # part marks url errors ranges...: every range without its mar
     if [ "$status" = "status=200" ]; then rm -f -- "$fifo"; return 3; fi  # no ranges: one connection
     if [ "$crc" -ne 0 ] || [ "$drc" -ne 0 ] || [ "$status" != "status=206" ] || [ "$got" != "got=$len" ]; then
       echo "range $range: curl exit $crc, dd exit $drc, $status $got" >>"$errors"
-      rm -f -- "$fifo"; return 1
+      rm -f -- "$fifo"
+      if refused "$crc" "${status#status=}"; then echo "refused=${status#status=}" >>"$errors"; return 4; fi
+      return 1
     fi
     : >"$marks/$range"
   done
@@ -128,22 +154,31 @@ fetch_ranged() {  # etag size kind url path ranges...: `connections` ranged requ
       pids+=($!)
     done
     rc=0
-    for w in "${pids[@]}"; do wait "$w" || { i=$?; [ "$rc" -eq 3 ] || rc=$i; }; done
+    for w in "${pids[@]}"; do  # no ranges (3) over refused (4) over the first other failure
+      wait "$w" && continue
+      i=$?
+      if [ "$rc" -eq 0 ] || [ "$i" -eq 3 ] || { [ "$i" -eq 4 ] && [ "$rc" -ne 3 ]; }; then rc=$i; fi
+    done
     pids=()
     if [ "$rc" -eq 3 ]; then  # the server sends whole files only
       rm -rf -- "$part" "$marks"; rm -f -- "$errors_of"
       fetch "$etag" "$size" "$kind" "$url" "$path"; return
     fi
+    if [ "$rc" -eq 4 ]; then
+      echo "downloading $path failed for good: HTTP $(sed -n 's/^refused=//p' "$errors_of".* | head -n 1) from $url" >&2
+      rm -f -- "$errors_of" "$errors_of".*; return "$for_good"
+    fi
     if [ "$rc" -ne 0 ]; then
       if no_space "$storage/blobs" $((size - $(held "$part" "$size"))) "$path"; then rm -f -- "$errors_of"; return 1; fi
       if [ "$attempt" -lt "$attempts" ]; then echo "retry=$path"; sleep 2; continue; fi
-      echo "downloading $path failed: $(cat -- "$errors_of".* | grep -v '^status=' | tail -n 3 | head -c 500)" >&2
+      echo "downloading $path failed: $(cat -- "$errors_of".* | grep -v '^status=\|^refused=' | tail -n 3 | head -c 500)" >&2
       rm -f -- "$errors_of" "$errors_of".*; return 1
     fi
     if ! checked "$etag" "$size" "$kind" "$part" "$path"; then
       rm -rf -- "$part" "$marks"
       if [ "$attempt" -lt "$attempts" ]; then continue; fi
-      cat -- "$errors_of" >&2; rm -f -- "$errors_of"; return 1
+      echo "$(cat -- "$errors_of") (for good after $attempt attempts, from $url)" >&2; rm -f -- "$errors_of"
+      return "$for_good"
     fi
     mv -f -- "$part" "$blob"
     rm -rf -- "$marks" "$errors_of" "$errors_of".*
@@ -168,15 +203,17 @@ stop_all() {
   wait
 }
 
-wait_slots() {  # until fewer than $1 downloads run; a failed one stops the others and the run
-  local pid failed=''
+wait_slots() {  # until fewer than $1 downloads run; a failed one stops the others and the run, which
+  # exits $for_good when a file failed for good, else 1
+  local pid failed='' rc
   while :; do
     for pid in "${!running[@]}"; do
       kill -0 "$pid" 2>/dev/null && continue
-      wait "$pid" || failed=1
+      rc=0; wait "$pid" || rc=$?
+      if [ "$rc" -eq "$for_good" ]; then failed=$for_good; elif [ "$rc" -ne 0 ] && [ -z "$failed" ]; then failed=1; fi
       unset "running[$pid]"
     done
-    if [ -n "$failed" ]; then stop_all; running=(); exit 1; fi
+    if [ -n "$failed" ]; then stop_all; running=(); exit "$failed"; fi
     [ "${#running[@]}" -lt "$1" ] && return 0
     report
     sleep 0.5

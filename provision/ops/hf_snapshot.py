@@ -45,7 +45,7 @@ from provision.ops.scripting import probe_block
 from provision.ops.streaming import ProgressThrottle, run_streaming
 from provision.ops.transfer_rate import TransferRate
 from provision.secrets import Secret
-from provision.shell import Command, parse_fields, parse_records, quote
+from provision.shell import PERMANENT_FAILURE, Command, parse_fields, parse_records, quote
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -426,6 +426,7 @@ def download_script(args: HfSnapshotArgs, commit: str, files: list[RepoFile], mi
     lines = [
         f"storage={quote(args.storage)}; manifests={quote(args.manifests)}; attempts={args.attempts}",
         f"connections={args.connections}; parallel_files={args.parallel_files}; wanted=({wanted})",
+        f"for_good={PERMANENT_FAILURE}",
         f"done_bytes={sum(f.size for f in files if f.etag not in missing_etags)}",
         f'mkdir -p -- "$storage/blobs" {snapshot} "$storage/refs" "$manifests"',
         'exec 9>"$manifests/lock"',

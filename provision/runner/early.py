@@ -14,6 +14,11 @@ on success the script disables the unit and deletes that file itself, and writes
 wait reads the unit's output (`out.log`, fed to the operation's own progress parser) until the unit
 is no longer active, then removes what is left. A rerun after a killed run stops the unit that run
 left and starts one from its fresh plan (an interrupted download resumes from its `.part` files).
+
+A unit nobody follows ends by itself once systemd gives up on it: its command exited with
+PERMANENT_FAILURE (the hub refused a file), on which it is not restarted, or it failed more often
+than its start limit allows. `OnFailure=` then runs `early_give_up.sh`, which disables it and removes
+its file and script, leaving a record (`failed`) that the next run's start reports (`earlier_failure`).
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from provision.connection.base import CommandResult, checked, wrap_script
-from provision.shell import Command, quote
+from provision.shell import PERMANENT_FAILURE, Command, parse_records, quote
 
 if TYPE_CHECKING:
     from provision.ops.base import Plan
@@ -35,6 +42,18 @@ if TYPE_CHECKING:
 UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/provision/early"
 ENDED = "__provision_early_ended="  # the follow script's last line: when the unit's command ended
+# what ends a unit systemd gave up on: a template unit, its instance the early unit's name, and its script
+# (outside STATE_DIR and named unlike the early units: a finished run leaves neither a folder nor a unit
+# file of its early starts)
+GIVE_UP = "provision-give-up"
+GIVE_UP_SCRIPT = "/var/lib/provision/early-give-up.sh"
+EARLIER = "__provision_early_gave_up"  # the start script's lines about a unit an earlier run left
+# starts of one unit within START_LIMIT_S before systemd gives up on it (systemd.unit(5),
+# StartLimitIntervalSec= and StartLimitBurst=): a start that fails without a byte (no route, a stalled
+# CDN) takes at most ~4 minutes (hf_snapshot's default 3 attempts of 20 s connect or 60 s stall), so an
+# unfollowed unit that keeps failing so gives up within ~20 minutes of a boot
+START_LIMIT_S = 3600
+START_LIMIT_BURST = 5
 
 
 @dataclass(frozen=True)
@@ -119,13 +138,18 @@ def _description(text: str) -> str:
 
 
 def unit_file(unit: str, task_name: str) -> str:
+    """The early unit: restarted on a failure (a dropped connection resumes) but not on one that no
+    retry mends (`RestartPreventExitStatus=`, systemd.service(5)); once systemd gives up on it (that
+    status, or its start limit hit: "a service unit using Restart= enters the failed state only after
+    the start limits are reached", systemd.unit(5) on OnFailure=), `OnFailure=` ends it for good."""
     folder = f"{STATE_DIR}/{unit}"
     return f"""[Unit]
 Description=provision (started early): {_description(task_name)}
 Wants=network-online.target
 After=network-online.target
-StartLimitIntervalSec=600
-StartLimitBurst=5
+StartLimitIntervalSec={START_LIMIT_S}
+StartLimitBurst={START_LIMIT_BURST}
+OnFailure={GIVE_UP}@{unit}.service
 
 [Service]
 Type=exec
@@ -135,10 +159,26 @@ StandardOutput=append:{folder}/out.log
 StandardError=append:{folder}/err.log
 Restart=on-failure
 RestartSec=5
+RestartPreventExitStatus={PERMANENT_FAILURE}
 
 [Install]
 WantedBy=multi-user.target
 """
+
+
+def give_up_unit() -> str:
+    """The template unit `OnFailure=` starts: `early_give_up.sh` for the failed unit (its instance)."""
+    return f"""[Unit]
+Description=provision: end the host unit %i started early, which systemd gave up on
+
+[Service]
+Type=oneshot
+ExecStart=/bin/bash {GIVE_UP_SCRIPT} %i {PERMANENT_FAILURE}
+"""
+
+
+def give_up_script() -> str:
+    return resources.files("provision.runner").joinpath("early_give_up.sh").read_text(encoding="utf-8")
 
 
 def unit_script(unit: str, command: Command) -> str:
@@ -155,17 +195,29 @@ rm -f -- {quote(f'{UNIT_DIR}/{unit}.service')} {folder}/run.sh
 
 
 def start_script(unit: str, task_name: str) -> str:
-    """Stop a unit a killed run left, write the unit's script (payload on fd 3, root-only) and file,
-    enable and start it. Each file is written to a temporary name and renamed: none is half-written."""
+    """Stop a unit a killed run left (printing the record of one systemd gave up on, and its error
+    output's end), write the unit's script (payload on fd 3, root-only) and file, and what ends it
+    (`give_up_unit`), enable and start it. Each file is written to a temporary name and renamed: none
+    is half-written."""
     folder = quote(f"{STATE_DIR}/{unit}")
     service = quote(unit + ".service")
     unit_path = quote(f"{UNIT_DIR}/{unit}.service")
+    give_up_path = quote(f"{UNIT_DIR}/{GIVE_UP}@.service")
     return f"""systemctl stop -- {service} 2>/dev/null || true
 systemctl reset-failed -- {service} 2>/dev/null || true
+if [ -f {folder}/failed ]; then
+  echo "{EARLIER}=$(head -c 200 -- {folder}/failed)"
+  tail -n 5 -- {folder}/err.log 2>/dev/null | cut -c 1-1000 | sed 's/^/{EARLIER}_log=/'
+fi
 umask 077
+printf '%s' {quote(give_up_script())} > {quote(GIVE_UP_SCRIPT)}.tmp
+mv -f -- {quote(GIVE_UP_SCRIPT)}.tmp {quote(GIVE_UP_SCRIPT)}
+printf '%s' {quote(give_up_unit())} > {give_up_path}.tmp
+chmod 644 -- {give_up_path}.tmp
+mv -f -- {give_up_path}.tmp {give_up_path}
 mkdir -p -- {folder}
 chmod 700 -- {folder}
-rm -f -- {folder}/status {folder}/ended
+rm -f -- {folder}/status {folder}/ended {folder}/failed
 cat <&3 > {folder}/.run.sh.tmp
 mv -f -- {folder}/.run.sh.tmp {folder}/run.sh
 : > {folder}/out.log
@@ -176,6 +228,25 @@ mv -f -- {unit_path}.tmp {unit_path}
 systemctl daemon-reload
 systemctl enable --now --quiet -- {service}
 """
+
+
+def earlier_failure(unit: str, output: str) -> str | None:
+    """What the start script read of a unit an earlier run left and systemd gave up on (its record:
+    when, the result, the exit status; and its error output's last lines), as one sentence; None when
+    there was none."""
+    records = parse_records(output, EARLIER)
+    if not records:
+        return None
+    when, result, status = [*records[-1].split(), "", "", ""][:3]
+    try:
+        at = datetime.fromtimestamp(int(when), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except ValueError:
+        at = "an unknown time"
+    why = f"it failed {START_LIMIT_BURST} times within {START_LIMIT_S // 60} minutes" \
+        if result == "start-limit-hit" else "its command failed for good"
+    errors = parse_records(output, EARLIER + "_log")
+    return (f"the host unit {unit} an earlier run left ended by itself at {at}: {why} ({result or '?'}, exit "
+            f"status {status or '?'})" + (": " + " / ".join(errors) if errors else ""))
 
 
 def follow_script(unit: str) -> str:

@@ -309,6 +309,9 @@ class PlayOnHost:
                                    f"{REDACTOR(result.stderr.strip()[-300:])}", None, None)
             return
         work.units[task_key(task)] = early.Started(unit, anchor, args, plan, first, begun)
+        earlier = early.earlier_failure(unit, result.stdout)
+        if earlier is not None:
+            self.reporter.progress(self.state.name, f"{task.name}: {REDACTOR(earlier)}", None, None)
         self.reporter.progress(self.state.name, f"started early: {task.name} (host unit {unit})", None, None)
 
     def await_early(self, task: Task, started: early.Started, renderer: Renderer) -> TaskResult | None:

@@ -25,7 +25,7 @@ from provision.runner import runner as runner_module
 from provision.runner.events import SilentReporter
 from provision.runner.host_run import RunOptions
 from provision.runner.runner import RunConfig, Runner
-from provision.shell import Command
+from provision.shell import PERMANENT_FAILURE, Command
 from tests.unit.project_support import write
 
 UNIT = re.compile(r"provision-early-[0-9a-f]{12}")
@@ -232,6 +232,53 @@ def test_the_unit_script_removes_the_token_file_only_after_success():
     unit = early.unit_file("provision-early-x", "weights 100% \\ done")
     assert "Restart=on-failure" in unit and "WantedBy=multi-user.target" in unit
     assert "Description=provision (started early): weights 100%% / done" in unit
+
+
+def systemd_complaints(folder: Path, unit: str) -> list[str]:
+    """What systemd's own parser (`systemd-analyze verify`, at debug level: a value it cannot parse is
+    otherwise ignored silently) says of the unit file in `folder` and the unit its OnFailure= names."""
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", f"{unit}.service"], cwd=folder, check=False,
+                          capture_output=True, text=True, env={"SYSTEMD_LOG_LEVEL": "debug", "PATH": "/usr/bin:/bin"},
+                          timeout=60)
+    return [line for line in (done.stdout + done.stderr).splitlines()
+            if "Failed" in line and (str(folder) in line or line.startswith(early.GIVE_UP))]
+
+
+def test_the_unit_is_not_restarted_on_a_failure_no_retry_mends_and_what_ends_it_is_a_unit_systemd_loads(
+        tmp_path: Path):
+    """systemd.service(5) RestartPreventExitStatus=: the download's PERMANENT_FAILURE is not restarted;
+    systemd.unit(5) OnFailure=: the unit systemd gave up on (that status, or its start limit) starts the
+    give-up template's instance of it. Read by systemd-analyze, which knows each key and value."""
+    unit = "provision-early-0123456789ab"
+    text = early.unit_file(unit, "weights")
+    assert f"RestartPreventExitStatus={PERMANENT_FAILURE}\n" in text and "Restart=on-failure\n" in text
+    assert f"OnFailure={early.GIVE_UP}@{unit}.service\n" in text
+    assert f"StartLimitIntervalSec={early.START_LIMIT_S}\nStartLimitBurst={early.START_LIMIT_BURST}\n" in text
+    assert f"ExecStart=/bin/bash {early.GIVE_UP_SCRIPT} %i {PERMANENT_FAILURE}\n" in early.give_up_unit()
+    assert "shellcheck shell=bash" in early.give_up_script()
+    if not Path("/usr/bin/systemd-analyze").exists():
+        pytest.skip("systemd-analyze is not installed here")
+    (tmp_path / f"{unit}.service").write_text(text)
+    (tmp_path / f"{early.GIVE_UP}@.service").write_text(early.give_up_unit())
+    assert systemd_complaints(tmp_path, unit) == []
+    # the check sees a wrong value and a missing OnFailure= unit
+    (tmp_path / f"{unit}.service").write_text(text.replace(f"={PERMANENT_FAILURE}\n", "=for-good\n"))
+    (tmp_path / f"{early.GIVE_UP}@.service").unlink()
+    assert len(systemd_complaints(tmp_path, unit)) == 2, systemd_complaints(tmp_path, unit)
+
+
+def test_the_record_of_a_unit_systemd_gave_up_on_is_one_sentence_naming_it_when_and_why():
+    unit = "provision-early-0123456789ab"
+    url = "http://10.0.2.2:8000/org/model/resolve/" + "1" * 40 + "/config.json"
+    output = (f"{early.EARLIER}=1764835200 exit-code {PERMANENT_FAILURE}\n"
+              f"{early.EARLIER}_log=downloading config.json failed for good: HTTP 404 from {url} (curl exit 22): x\n")
+    assert early.earlier_failure(unit, output) == (
+        f"the host unit {unit} an earlier run left ended by itself at 2025-12-04 08:00:00 UTC: its command failed "
+        f"for good (exit-code, exit status {PERMANENT_FAILURE}): downloading config.json failed for good: HTTP 404 "
+        f"from {url} (curl exit 22): x")
+    limit = early.earlier_failure(unit, f"{early.EARLIER}=1764835200 start-limit-hit 1\n")
+    assert limit is not None and "it failed 5 times within 60 minutes (start-limit-hit, exit status 1)" in limit
+    assert early.earlier_failure(unit, "") is None
 
 
 def test_the_timeline_shows_the_background_phase_and_what_waited_for_it(project: Path, log: list[str]):

@@ -18,6 +18,7 @@ from provision.errors import CommandFailed, TaskFailed
 from provision.ops import REGISTRY
 from provision.ops.hf_snapshot import Download
 from provision.secrets import REDACTOR
+from provision.shell import PERMANENT_FAILURE
 from tests.standins.hub.cli import RunningHub, start_hub
 from tests.standins.hub.server import HubOptions
 from tests.unit.ops_support import (
@@ -295,10 +296,39 @@ def test_ranged_chunks_that_do_not_hash_to_the_listed_sha256_are_never_renamed_i
             (marks / name).touch()
         result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
         assert "resuming after 2.0 MiB" in result.summary
-        with pytest.raises(CommandFailed, match=f"its hash [0-9a-f]{{64}} is not the hub's {shard.etag}"):
+        with pytest.raises(CommandFailed, match=f"its hash [0-9a-f]{{64}} is not the hub's {shard.etag}") as failed:
             REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), result)
+        assert failed.value.exit_code == PERMANENT_FAILURE, "every attempt got the whole file, and it is wrong"
         assert not (storage / "blobs" / shard.etag).exists() and not marks.exists()
         assert not (storage / "blobs" / f"{shard.etag}.part").exists()
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("connections", [1, 2])
+@pytest.mark.parametrize(("status", "for_good"), [(404, True), (403, True), (408, False), (429, False), (503, False)])
+def test_a_file_the_hub_refuses_fails_for_good_and_a_passing_refusal_is_retried(
+        tmp_path: Path, status: int, for_good: bool, connections: int) -> None:
+    """The exit status tells the host unit of an early start (runner/early.py) whether to start again:
+    PERMANENT_FAILURE at the first 4xx answer (but 408 and 429), naming the file's URL and the status;
+    1 after every attempt for the others. One file refused stops the others."""
+    running = start_hub(tmp_path / "repo", shard_size=2 * MIB, shards=1)
+    shard = next(f.path for f in running.repository.files if f.lfs_sha256)
+    running.state.options.refuse[shard] = status
+    try:
+        op_args = args(cache_dir=str(tmp_path / "hub"), endpoint=running.url, attempts=2, connections=connections,
+                       chunk_mib=1)
+        result = plan("hf_snapshot", probe_local("hf_snapshot", **op_args), **op_args)
+        with pytest.raises(CommandFailed) as failed:
+            REGISTRY["hf_snapshot"].apply(context(LocalTestConnection()), result)
+        asked = [r for r in running.state.requests if r["path"].endswith(shard)]
+        url = f"{running.url}/{REPO}/resolve/{running.repository.commit}/{shard}"
+        if for_good:
+            assert failed.value.exit_code == PERMANENT_FAILURE, failed.value.stderr
+            assert f"downloading {shard} failed for good: HTTP {status} from {url}" in failed.value.stderr
+            assert len(asked) == connections, "refused: no second attempt"
+        else:
+            assert failed.value.exit_code == 1 and len(asked) == 2 * connections, failed.value.stderr
     finally:
         running.stop()
 

@@ -325,3 +325,49 @@ def test_an_ssh_connection_reset_mid_download_is_reported_unreachable_naming_the
         assert again.returncode == 0 and again.host(host.name)["changed"] == 0, again.output
     finally:
         host.exec(f"umount {CACHE}")
+
+
+def test_a_download_the_hub_refuses_for_good_ends_its_unfollowed_unit_and_the_next_run_names_it(
+        site_laptop, tmp_path_factory):
+    """The mirror lists a file but answers 404 for it (a lost file: the stand-in's `refuse`), and the
+    run is killed once the weights' unit has started early, long before the model's turn would follow
+    it. systemd does not restart the unit (RestartPreventExitStatus=) and gives up on it: OnFailure=
+    disables it and removes its script, so nothing of it starts at a boot and the token is on no disk
+    (runner/early.py). The next `up` names what it left (URL and status) and fails as the download
+    does again."""
+    laptop, host = site_laptop, site_laptop.host
+    lost = start_hub(tmp_path_factory.mktemp("lost-file") / "repo", repo_id="provision-test/lost-file",
+                     shard_size=MIB, shards=1, options=HubOptions(token=HF_TOKEN, refuse={"config.json": 404}))
+    started = re.compile(r"started early: model weights downloaded and verified \(host unit (provision-early-\w+)\)")
+    try:
+        laptop.set_vars(hf_model="provision-test/lost-file", hf_endpoint=hub_endpoint(lost))
+        run = run_and_kill(laptop.inventory, host.name, when=lambda lines: any(map(started.search, lines[-5:])))
+        found = started.search(run.output)
+        assert run.killed and found, run.output[-3000:]
+        unit, folder = found[1], f"/var/lib/provision/early/{found[1]}"
+        deadline = time.monotonic() + 60
+        while sh(host, f"test -f {folder}/failed && echo gave-up || true") != "gave-up":
+            assert time.monotonic() < deadline, sh(host, f"systemctl status {unit} --no-pager 2>&1 || true")
+            time.sleep(0.5)
+        time.sleep(6)  # RestartSec=5: a restart would have asked again by now
+        asked = [r for r in lost.state.requests if r["path"].endswith("/config.json")]
+        assert [r["status"] for r in asked] == [404], "asked once: not restarted, no retry"
+        assert sh(host, f"find /etc/systemd/system -name '{unit}*' | wc -l") == "0", "enabled: it would start at boot"
+        assert sh(host, f"systemctl is-enabled {unit}.service 2>&1 || true") != "enabled"
+        assert sh(host, f"test -e {folder}/run.sh && echo kept || echo gone") == "gone"
+        assert sh(host, f"grep -rlF {HF_TOKEN} /var/lib/provision /etc/systemd/system 2>/dev/null || true") == ""
+        url = f"{hub_endpoint(lost)}/provision-test/lost-file/resolve/{lost.repository.commit}/config.json"
+        journal = sh(host, f"journalctl -o cat --no-pager -u provision-give-up@{unit}.service")
+        assert f"{unit}.service ended for good (exit-code, exit status 79): downloading config.json failed for good: " \
+               f"HTTP 404 from {url}" in journal, journal
+        rerun = laptop.up("after-lost-file", "--tags", "model")
+        output = re.sub(r"\s+", " ", rerun.output)  # the terminal wraps long lines
+        assert rerun.returncode == 1 and HF_TOKEN not in output, output[-3000:]
+        assert (f"model weights downloaded and verified: the host unit {unit} an earlier run left ended by itself at "
+                in output), output[-3000:]
+        assert f"its command failed for good (exit-code, exit status 79): downloading config.json failed for good: " \
+               f"HTTP 404 from {url}" in output, output[-3000:]
+        print(output[output.index(f"the host unit {unit} an earlier run"):][:400])
+    finally:
+        lost.stop()
+        laptop.set_vars()

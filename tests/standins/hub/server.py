@@ -10,8 +10,9 @@ in huggingface_hub 2.4.0 (_snapshot_download.py, file_download.py, hf_api.py):
   GET  /api/whoami-v2                        the token's owner (401 without a valid token)
 No X-Xet-* headers are ever sent, so the client downloads over plain HTTP. Errors carry the
 X-Error-Code header the client maps to its exceptions (RepoNotFound, RevisionNotFound,
-EntryNotFound, GatedRepo). Options: a required token, a throttle in bytes/s, and a one-time
-connection drop after N bytes of each LFS file (the client then resumes with a Range request).
+EntryNotFound, GatedRepo). Options: a required token, a throttle in bytes/s, a one-time
+connection drop after N bytes of each LFS file (the client then resumes with a Range request), and
+a status that a file's downloads get instead of the file.
 Every request is appended to a JSON-lines request log.
 """
 
@@ -43,6 +44,9 @@ class HubOptions:
     throttle_bytes_per_s: int = 0
     drop_after_bytes: int = 0
     request_log: Path | None = None
+    # a file's path -> the status its downloads get: a mirror that lost it (404 EntryNotFound, the
+    # listing still names it), a rate limit (429), an outage (503)
+    refuse: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -223,8 +227,12 @@ class HubRequestHandler(BaseHTTPRequestHandler):
     def _serve_file(self, path: str) -> None:
         state = self.server.state
         repo_file = state.repository.file(path)
-        if repo_file is None:
+        refused = state.options.refuse.get(path)
+        if repo_file is None or refused == 404:
             self._error(404, "EntryNotFound", f"{path} does not exist on \"main\"")
+            return
+        if refused:
+            self._json(refused, {"error": f"refused by the stand-in hub (HTTP {refused})"})
             return
         headers = {"X-Repo-Commit": state.repository.commit, "ETag": f'"{repo_file.etag}"',
                    "Accept-Ranges": "bytes",
