@@ -230,7 +230,8 @@ def describe(label: str, run: dict[str, Any], rate_bps: float, apt_work: float |
     line += ("\n    nginx served " + ", ".join(f"{source} {count / MIB:.1f} MiB" for source, count in
                                            sorted(run["served"].items()))
              + f"; sent again {again / MIB:.1f} MiB" + "".join(f"\n      {count / MIB:6.1f} MiB again: {request}"
-                                                            for request, count in run["again"].items())
+                                                            for request, count in run["again"].items()
+                                                            if count >= MIB / 10)
              + f"\n    {run['events']}")
     return line
 
