@@ -6,14 +6,21 @@ network (benchmarks/throttle.py): every byte it receives through a tbf of `--per
 the registry behind nginx `limit_rate` of `--per-connection-mbit` per request. The weights are
 `--weights-mib` in `--shards` files; the vLLM image is the stand-in's plus `--image-mib` of random bytes
 in `--image-layers` layers (incompressible, as the real image's layers nearly are). Then
-`provision up INVENTORY` (playbooks/site.yaml), timed, alternating (the order rotates every round):
+`provision up INVENTORY` (playbooks/site.yaml), timed, in each of `--modes` (the order rotates every round):
   - provision: as shipped;
-  - sequential: `-e early_starts=false`, the same steps in task order (a variable the early starts
-    read; before them every run is in task order and both columns measure the same thing).
+  - sequential: `-e early_starts=false`, the same steps and downloads in task order;
+  - today: the tool as it was when issue 24 was filed, its peer: task order, and each download as it
+    was then. `git log -S` on this tree: hf_snapshot fetched one file at a time by one `curl -C -`
+    connection before e3b13bc (`hf_download_connections=1 hf_download_files=1` run that same
+    `fetch`); daemon.json had no max-concurrent-downloads before 6336eef (dockerd's default 3,
+    `docker_max_concurrent_downloads=3` writes the same); the early starts came with 10c007b and
+    4546a46 (`early_starts=false`); the apt operation's downloads did not change (apt-get as before).
 The limit of a run (issue 24's): the bytes its laptop received on tap0 / the per-host rate, + the
 apt work (the apt roles' elapsed, less their own downloads' bytes / rate: those are in the bytes
 already) + the reboot (none in this flow; a "reboot for" task's elapsed if there is one) + the vLLM start
-and the smoke checks (the vllm and smoke roles' elapsed: they need every byte first). The apt work
+and the smoke checks (the vllm and smoke roles' elapsed: they need every byte first), each run's from
+its own bytes. Each run also prints what nginx served (hub and registry, from its access log) and the
+bytes it sent twice (a GET of the same URL and Range answered again: a download begun afresh). The apt work
 is measured once on a fresh laptop of the same link with the downloads tiny (the hub's 2 x 4 MiB
 shards, the image without padding); "its own downloads" are that run's bytes less the weights' and the
 image's (the hub's file sizes, the registry manifest's layer sizes). Also printed: the floor if all the
@@ -39,7 +46,7 @@ from typing import Any
 
 import docker
 
-from benchmarks.throttle import PerConnection, host_pid, received, throttle_host
+from benchmarks.throttle import PerConnection, host_pid, received, refetched, served, throttle_host
 from tests.lab import Lab
 from tests.lab.laptop import MODEL_REPO, check_image, gpu_laptop, laptop_variables
 from tests.lab.net import MACHINE_FROM_HOSTS, free_port
@@ -52,7 +59,9 @@ REPO = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
 APT_ROLES = ("nvidia_driver", "cuda_toolkit", "docker", "container_toolkit", "office_cache_client")
 WEIGHTS_TASK, IMAGE_TASK = "model weights downloaded and verified", "vLLM image pulled"  # roles/model/tasks.yaml
-MODES = {"sequential": ["-e", "early_starts=false"], "provision": []}
+MODES = {"provision": [], "sequential": ["-e", "early_starts=false"],
+         "today": ["-e", "early_starts=false", "-e", "hf_download_connections=1", "-e", "hf_download_files=1",
+                   "-e", "docker_max_concurrent_downloads=3"]}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--image-layers", type=int, default=4, help="layers they are spread over")
     group.add_argument("--per-connection-mbit", type=float, default=40, help="nginx limit_rate, hub and registry")
     group.add_argument("--per-host-mbit", type=float, default=200, help="tbf on what the laptop receives")
+    group.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)} (provision always runs)")
 
 
 def padded_image(lab: Lab, base: str, mib: int, layers: int, work: Path) -> str:
@@ -140,6 +150,8 @@ class SiteBench:
                                                ports["tiny"]: tiny.server.server_address[1],
                                                ports["registry"]: lab.registry.port}, args.per_connection_mbit)
         self.stoppers.append(nginx)
+        self.nginx_log = nginx.log
+        self.ports = {ports["big"]: "hub", ports["tiny"]: "hub", ports["registry"]: "registry"}
         self.registry = f"{MACHINE_FROM_HOSTS}:{ports['registry']}"
         self.sizes = {"big": (f"http://{MACHINE_FROM_HOSTS}:{ports['big']}", f"{self.registry}/{padded}"),
                       "tiny": (f"http://{MACHINE_FROM_HOSTS}:{ports['tiny']}", f"{self.registry}/{base}")}
@@ -162,10 +174,13 @@ class SiteBench:
             results = self.work / f"results-{self.runs}.json"
             argv = [sys.executable, "-m", "provision", "up", str(inventory), "--json-file", str(results), *extra]
             before = received(pid)
+            logged = self.nginx_log.stat().st_size if self.nginx_log.exists() else 0
+            began = time.time()
             started = time.monotonic()
             done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
             wall = time.monotonic() - started
             moved = received(pid) - before
+            requests = served(self.nginx_log, logged)
         finally:
             host.remove()
         if done.returncode != 0:
@@ -174,14 +189,32 @@ class SiteBench:
         document = next(iter(json.loads(results.read_text())["hosts"].values()))
         reboot = sum(t["elapsed"] for t in document["tasks"] if t["name"].startswith("reboot for") and t["changed"])
         tasks = {t["name"]: t["elapsed"] for t in document["tasks"]}
+        by_source: dict[str, int] = defaultdict(int)
+        for request in requests:
+            by_source[self.ports.get(request.port, str(request.port))] += request.body_bytes
         return {"wall": wall, "bytes": moved, "changed": document["changed"], "reboot": reboot,
                 "roles": roles_elapsed(document), "weights": tasks.get(WEIGHTS_TASK, 0.0),
-                "image": tasks.get(IMAGE_TASK, 0.0)}
+                "image": tasks.get(IMAGE_TASK, 0.0), "served": dict(by_source),
+                "again": refetched(requests), "events": events(document, began)}
 
     def stop(self) -> None:
         for stopper in reversed(self.stoppers):
             stopper.stop()
         self.lab.down()
+
+
+def events(host: dict[str, Any], began: float) -> str:
+    """When, from the run's start, the image pull's and the weights' host units ran and dockerd was
+    restarted (the handler): where a pull begun early can be cut."""
+    marks = []
+    for task in host["tasks"]:
+        if task["name"] in (WEIGHTS_TASK, IMAGE_TASK) and task.get("early"):
+            early = task["early"]
+            marks.append(f"{task['name']} unit {early['started'] - began:.1f}-{early['ended'] - began:.1f} s")
+        elif task["name"] == "restart docker" and task["changed"]:
+            marks.append(f"docker restarted {task['started'] - began:.1f}-"
+                         f"{task['started'] + task['elapsed'] - began:.1f} s")
+    return "; ".join(marks) or "no host unit, no restart"
 
 
 def describe(label: str, run: dict[str, Any], rate_bps: float, apt_work: float | None) -> str:
@@ -193,6 +226,13 @@ def describe(label: str, run: dict[str, Any], rate_bps: float, apt_work: float |
             f"{after(run):.1f} s")
     if apt_work is not None:
         line += f"; limit {limit(run, rate_bps, apt_work):.2f} s ({run['wall'] / limit(run, rate_bps, apt_work):.2f}x)"
+    again = sum(run["again"].values())
+    line += ("\n    nginx served " + ", ".join(f"{source} {count / MIB:.1f} MiB" for source, count in
+                                           sorted(run["served"].items()))
+             + f"; sent again {again / MIB:.1f} MiB" + "".join(f"\n      {count / MIB:6.1f} MiB again: {request}"
+                                                            for request, count in run["again"].items()
+                                                            if count >= MIB / 10)
+             + f"\n    {run['events']}")
     return line
 
 
@@ -211,7 +251,11 @@ def site_main(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="plab-site-link-", dir="/var/tmp"))
     bench = SiteBench(args, work)
     rate_bps = args.per_host_mbit * 1e6
-    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    modes = ["provision"] + [m for m in args.modes.split(",") if m != "provision"]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise SystemExit(f"--modes: no mode {', '.join(unknown)} (the modes: {', '.join(MODES)})")
+    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     try:
         bench.start()
         print(f"weights {args.weights_mib} MiB in {args.shards} files, image +{args.image_mib} MiB in "
@@ -224,26 +268,35 @@ def site_main(args: argparse.Namespace) -> None:
         apt_work = sum(tiny["roles"].get(role, 0.0) for role in APT_ROLES) - own_downloads
         print(describe("tiny", tiny, rate_bps, None) + f"; apt work {apt_work:.2f} s (less its own downloads "
               f"{(tiny['bytes'] - bench.tiny_payload) / MIB:.1f} MiB, {own_downloads:.2f} s)", flush=True)
-        modes = list(MODES)
         for round_number in range(args.repeat):
-            for mode in modes if round_number % 2 == 0 else modes[::-1]:
+            shift = round_number % len(modes)
+            for mode in modes[shift:] + modes[:shift]:
                 run = bench.apply("big", MODES[mode])
                 rows[mode].append(run)
                 print(f"round {round_number + 1} " + describe(mode, run, rate_bps, apt_work), flush=True)
     finally:
         bench.stop()
         shutil.rmtree(work, ignore_errors=True)
-    fast, slow = rows["provision"], rows["sequential"]
+    summary(rows, rate_bps, apt_work)
+
+
+def summary(rows: dict[str, list[dict[str, Any]]], rate_bps: float, apt_work: float) -> None:
+    """Medians per mode, each run against the limit from its own bytes; the peers' time / provision's
+    (the median of the per-round ratios)."""
     median = statistics.median
-    limits = [limit(r, rate_bps, apt_work) for r in fast]
+    fast = rows["provision"]
     floors = [r["bytes"] * 8 / rate_bps + after(r) for r in fast]
-    ratio = median(r["wall"] / x for r, x in zip(fast, limits, strict=True))
-    to_floor = median(r["wall"] / x for r, x in zip(fast, floors, strict=True))
-    print(f"median: limit {median(limits):.2f} s (bytes / host rate "
-          f"{median(r['bytes'] * 8 / rate_bps for r in fast):.2f} s + apt work {apt_work:.2f} s + reboot "
-          f"{median(r['reboot'] for r in fast):.2f} s + vllm and smoke {median(after(r) for r in fast):.2f} s) "
-          f"| provision {median(r['wall'] for r in fast):.2f} s "
-          f"({ratio:.2f}x the limit; {to_floor:.2f}x the floor if all apt work overlapped, {median(floors):.2f} s) "
-          f"| sequential {median(r['wall'] for r in slow):.2f} s "
-          f"({median(r['wall'] / limit(r, rate_bps, apt_work) for r in slow):.2f}x the limit) "
-          f"| sequential / provision {median(s['wall'] / f['wall'] for s, f in zip(slow, fast, strict=True)):.2f}x")
+    print(f"apt work {apt_work:.2f} s; the floor if all apt work overlapped (provision's bytes): "
+          f"{median(floors):.2f} s (provision {median(r['wall'] / x for r, x in zip(fast, floors, strict=True)):.2f}x)")
+    for mode, runs in rows.items():
+        limits = [limit(r, rate_bps, apt_work) for r in runs]
+        line = (f"median {mode:>10}: {median(r['wall'] for r in runs):7.2f} s, received "
+                f"{median(r['bytes'] for r in runs) / MIB:.1f} MiB (sent again "
+                f"{median(sum(r['again'].values()) for r in runs) / MIB:.1f} MiB), limit {median(limits):.2f} s "
+                f"(bytes {median(r['bytes'] * 8 / rate_bps for r in runs):.2f} s + apt work + reboot "
+                f"{median(r['reboot'] for r in runs):.2f} s + vllm and smoke {median(after(r) for r in runs):.2f} s): "
+                f"{median(r['wall'] / x for r, x in zip(runs, limits, strict=True)):.2f}x its limit")
+        if mode != "provision":
+            line += (f"; {mode} / provision "
+                     f"{median(r['wall'] / f['wall'] for r, f in zip(runs, fast, strict=True)):.2f}x")
+        print(line, flush=True)

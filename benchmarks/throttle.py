@@ -11,15 +11,20 @@ Shared by benchmarks/link_speed.py, benchmarks/first_apply.py (`--site`) and ben
     (slirp4netns' side) is redirected to an ifb device (ingress qdisc + mirred) whose root qdisc is a
     tbf at that rate (`throttle_host`); what leaves on tap0 goes through a root tbf on tap0 itself
     (`throttle_sending`, an office cache's link towards the LAN). Everything goes through it (SSH too).
-The bytes are tap0's counters (`received`, `sent`): what tbf counts, headers included.
+The bytes are tap0's counters (`received`, `sent`): what tbf counts, headers included. What nginx served
+is in its access log, a line per request with the body bytes sent (`served`): which request carried
+the bytes, and which were sent twice (`refetched`).
 A host's tc settings live in its network namespace: a reboot of the lab host (a new namespace) drops them.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 NGINX_CONF = """user root;
@@ -28,7 +33,8 @@ pid {prefix}/nginx.pid;
 error_log {prefix}/error.log;
 events {{ worker_connections 1024; }}
 http {{
-  access_log off;
+  log_format bytes '$msec $server_port $status $body_bytes_sent "$request" "$http_range"';
+  access_log {prefix}/access.log bytes;
   client_body_temp_path {prefix}/body; proxy_temp_path {prefix}/proxy;
   fastcgi_temp_path {prefix}/fastcgi; uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;
 {servers}
@@ -68,11 +74,51 @@ class PerConnection:
         if not shutil.which("nginx"):
             raise SystemExit("nginx is not installed: apt-get install nginx-light")
         conf = write_conf(prefix, routes, mbit)
+        self.log = prefix / "access.log"
         self.process = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"])
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request nginx answered (a line of its access log, NGINX_CONF's `bytes` format): when it
+    ended, the port it came on, its status, the body bytes sent (those a client that went away got
+    too), the request line and its Range header ("-" for none)."""
+
+    ended: float
+    port: int
+    status: int
+    body_bytes: int
+    request: str
+    range: str
+
+
+def served(log: Path, offset: int = 0) -> list[Served]:
+    """The requests logged in `log` from byte `offset` on (the log's size before a run)."""
+    if not log.exists():
+        return []
+    with open(log, "rb") as handle:
+        handle.seek(offset)
+        text = handle.read().decode("utf-8", "replace")
+    entries = []
+    for line in text.splitlines():
+        ended, port, status, body, request, ranged = shlex.split(line)
+        entries.append(Served(float(ended), int(port), int(status), int(body), request, ranged))
+    return entries
+
+
+def refetched(entries: Iterable[Served]) -> dict[str, int]:
+    """Bytes sent again: for each GET of the same URL and Range answered more than once, all but its
+    largest answer (a download restarted from its beginning; a resumed one asks for another Range)."""
+    sent_per_request: dict[tuple[int, str, str], list[int]] = defaultdict(list)
+    for entry in entries:
+        if entry.request.startswith("GET ") and entry.body_bytes:
+            sent_per_request[(entry.port, entry.request, entry.range)].append(entry.body_bytes)
+    return {request + ("" if ranged == "-" else f" ({ranged})"): sum(sizes) - max(sizes)
+            for (_, request, ranged), sizes in sent_per_request.items() if len(sizes) > 1}
 
 
 def nsenter(pid: int, script: str) -> str:

@@ -164,7 +164,8 @@ def load_playbook(path: Path, roles_dir: Path | None = None) -> list[Play]:
 def check_early_starts(plays: list[Play]) -> None:
     """`starts_early` names a role that runs before the task (a role not in this playbook: the task
     runs at its turn); `needs` names tasks of its play before it, none of them notifying a handler or
-    starting early itself (runner/early.py runs them at the early point)."""
+    starting early itself (runner/early.py runs them at the early point), or handlers of the play where
+    that role runs (the task then starts after that play's handlers)."""
     for index, play in enumerate(plays):
         earlier_roles = {role.name for p in plays[:index] for role in p.roles}
         for position, task in enumerate(play.tasks):
@@ -184,12 +185,16 @@ def check_early_starts(plays: list[Play]) -> None:
                 raise InputError(f"role '{task.starts_early}' runs after this task, not before it",
                                  file=task.source.file, line=task.source.line, key="starts_early")
             earlier = {t.name: t for t in play.tasks[:position]}
+            anchor_play = next((p for p in plays[:index + 1] if task.starts_early in {r.name for r in p.roles}), None)
+            handlers = {h.name for h in anchor_play.handlers} if anchor_play is not None else set()
             for name in task.needs:
                 needed = earlier.get(name)
+                if needed is None and name in handlers:
+                    continue  # the task starts after that play's handlers (runner/early.py: after_handlers)
                 if needed is None:
-                    raise InputError(f"no task named '{name}' before this one in its play"
-                                     f"{did_you_mean(name, set(earlier))}", file=task.source.file,
-                                     line=task.source.line, key="needs")
+                    raise InputError(f"no task named '{name}' before this one in its play, nor a handler of the "
+                                     f"play of role '{task.starts_early}'{did_you_mean(name, set(earlier) | handlers)}",
+                                     file=task.source.file, line=task.source.line, key="needs")
                 if needed.notify or needed.starts_early:
                     raise InputError(f"task '{name}' notifies handlers or starts early itself; it cannot "
                                      "run early", file=task.source.file, line=task.source.line, key="needs")

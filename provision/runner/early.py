@@ -4,8 +4,9 @@ the task waits for that unit, following its output as if it ran there.
 
 A task says so in its role's data (`starts_early: ROLE`, `needs: [TASK, ...]`); nothing here knows
 which task or role: the playbook's order decides where a group starts (right after the named role's
-tasks on the host), the task's own plan decides what the unit runs (its one command, exactly what
-apply would run; check mode starts nothing, so its plan stays the plan the task shows).
+tasks on the host; after its play's handlers when the task needs one of them, `after_handlers`), the
+task's own plan decides what the unit runs (its one command, exactly what apply would run; check mode
+starts nothing, so its plan stays the plan the task shows).
 
 The unit (`provision-early-<hash>.service`, a unit file rather than a transient `systemd-run` unit so
 that it is enabled: it outlives the controller and starts again after a reboot; `Restart=on-failure`)
@@ -86,6 +87,7 @@ class EarlyWork:
     done: dict[str, TaskResult] = field(default_factory=dict)
     units: dict[str, Started] = field(default_factory=dict)
     used: list[tuple[str, str]] = field(default_factory=list)  # (task key, the probe snippet it planned from)
+    deferred: list[tuple[EarlyTask, str]] = field(default_factory=list)  # (task, its anchor): after the handlers
 
 
 def early_groups(plays: list[Play]) -> dict[str, list[EarlyTask]]:
@@ -98,6 +100,15 @@ def early_groups(plays: list[Play]) -> dict[str, list[EarlyTask]]:
             if task.starts_early in roles:
                 groups.setdefault(task.starts_early, []).append(EarlyTask(play, task))
     return groups
+
+
+def after_handlers(items: list[EarlyTask], play: Play) -> tuple[list[EarlyTask], list[EarlyTask]]:
+    """The group of a role of `play`, split: the tasks that start now, and those that start after the
+    play's handlers because they need one (a handler that would cut their work: `restart docker` ends
+    the pull in progress, and dockerd fetches its unfinished layers again from their first byte)."""
+    names = {handler.name for handler in play.handlers}
+    later = [item for item in items if names.intersection(item.task.needs)]
+    return [item for item in items if item not in later], later
 
 
 def triggers(play: Play, selected: list[Task], anchors: set[str]) -> dict[int, list[str]]:

@@ -217,6 +217,10 @@ class PlayOnHost:
         handlers = [h for h in self.play.handlers if h.name in self.notified]
         ran = all(not self.interrupted(handler) and self.run_task(handler, handlers[index + 1:])
                   for index, handler in enumerate(handlers))
+        if ran and work is not None and not interrupt.STOP.is_set():
+            deferred, work.deferred = work.deferred, []
+            for item, anchor in deferred:
+                work.play_on_host(item.play).run_early(item.task, anchor)
         if ran and self.persisted and not self.options.check:
             self.run_on_host(pending_handlers.clear_script(key, self.options.handlers_dir),
                              "forget the handlers that ran")
@@ -225,10 +229,13 @@ class PlayOnHost:
 
     def start_early(self, anchor: str) -> None:
         """The tasks that start once role `anchor` has run (runner/early.py): each with the tasks it
-        needs, run now through a PlayOnHost of its own play."""
+        needs, run now through a PlayOnHost of its own play; one that needs a handler of this play,
+        once this play's handlers have run."""
         work = self.state.early
         assert work is not None
-        for item in work.groups.pop(anchor, []):
+        now, later = early.after_handlers(work.groups.pop(anchor, []), self.play)
+        work.deferred += [(item, anchor) for item in later if self.options.selects(item.task)]
+        for item in now:
             if self.options.selects(item.task) and not interrupt.STOP.is_set():
                 work.play_on_host(item.play).run_early(item.task, anchor)
 

@@ -169,9 +169,11 @@ def test_the_weights_download_starts_in_a_host_unit_beside_the_drivers_apt_work(
     background = [phase for phase in timeline if phase["background"]]
     assert [phase["phase"].split(" (")[0] for phase in background] == ["model weights downloaded and verified",
                                                                        "vLLM image pulled"]
-    # the image pull starts once dockerd runs, beside the container toolkit's work
-    pull, toolkit = tasks["vLLM image pulled"], tasks["NVIDIA Container Toolkit installed"]
-    assert pull["early"]["after"] == "docker" and pull["early"]["started"] < toolkit["started"] + toolkit["elapsed"]
+    # the image pull starts once dockerd's restart (the host stack's handler) is behind it: a restart
+    # ends a pull in progress, and dockerd fetches its unfinished layers again (benchmarks/RESULTS.md)
+    pull, restart = tasks["vLLM image pulled"], tasks["restart docker"]
+    assert restart["status"] == "changed"
+    assert pull["early"]["after"] == "docker" and pull["early"]["started"] > restart["started"] + restart["elapsed"]
     assert any(wait["for"] == "model weights downloaded and verified" for phase in timeline
                for wait in phase["waited"])
     # the unit, its file and its script (which held the token) are gone

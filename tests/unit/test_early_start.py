@@ -209,10 +209,48 @@ def test_triggers_place_a_group_after_its_roles_selected_tasks(project: Path):
     assert [(item.play.name, item.task.name) for item in groups["prep"]] == [("server", "weights downloaded")]
 
 
+def needs_the_restart(project: Path) -> None:
+    """`prep` gets a handler that restarts what the early task uses, notified by its first task; the
+    early task declares it needs it (as roles/model's image pull needs `restart docker`)."""
+    write(project / "roles/prep/handlers.yaml", """
+        - name: restart prep
+          command: {cmd: "echo restart >> {{ target }}/order"}
+    """)
+    prep = project / "roles/prep/tasks.yaml"
+    prep.write_text(prep.read_text().replace('creates: "{{ target }}/prepared"}\n',
+                                             'creates: "{{ target }}/prepared"}\n  notify: restart prep\n', 1))
+    fetch = project / "roles/fetch/tasks.yaml"
+    fetch.write_text(fetch.read_text().replace("needs: [tool installed]", "needs: [tool installed, restart prep]"))
+
+
+def test_a_task_that_needs_a_handler_starts_after_the_plays_handlers(project: Path, log: list[str]):
+    """A restart of what the early work uses would cut it (dockerd restarted under a pull fetches its
+    unfinished layers again): the task starts once the handlers of its role's play have run, before
+    the next play's tasks, and is awaited at its turn as any early task."""
+    needs_the_restart(project)
+    (project / "target/tool").touch()
+    host = run(project)
+    assert host["error"] is None, host
+    assert (project / "target/order").read_text().split() == ["prep", "slow", "restart", "weights", "served"]
+    assert [event.split()[0] for event in log] == ["start", "follow"]
+    weights = next(task for task in host["tasks"] if task["name"] == "weights downloaded")
+    restart = next(task for task in host["tasks"] if task["name"] == "restart prep")
+    assert weights["early"]["after"] == "prep" and weights["early"]["started"] > restart["started"]
+
+
+def test_after_handlers_splits_a_group_by_what_its_tasks_need(project: Path):
+    needs_the_restart(project)
+    plays = load_playbook(project / "playbooks/site.yaml")
+    group = early.early_groups(plays)["prep"]
+    assert early.after_handlers(group, plays[0]) == ([], group)
+    assert early.after_handlers(group, plays[1]) == (group, [])  # not a handler of that play: no wait
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ("needs: [tool installed]", "needs: [tool installd]"),
     ("starts_early: prep", "starts_early: fetch"),
     ("  register: weights", "  notify: x"),
+    ("needs: [tool installed]", "needs: [tool installed, restart nothing]"),
 ])
 def test_the_loader_refuses_a_wrong_declaration_naming_file_and_line(project: Path, change: str, message: str):
     tasks = project / "roles/fetch/tasks.yaml"
@@ -324,3 +362,17 @@ def test_a_unit_starts_the_first_script_of_a_typed_step_the_weights_and_the_imag
     assert early.first_script(Plan(changed=False)) is None
     assert early.first_script(Plan(changed=True, steps=[Action("copy in Python")])) is None
     assert early.first_script(Plan(changed=True, steps=[Command(script="x", sudo=False)])) is None
+
+
+def test_the_sites_image_pull_starts_after_the_host_stacks_docker_restart():
+    """The site's pull is not cut by the handler that restarts dockerd at the end of the host stack's
+    play (notified by the docker role's daemon.json and the container toolkit's runtime on every first
+    apply); the weights, which no restart touches, start right after office_cache_client."""
+    plays = load_playbook(Path(__file__).resolve().parents[2] / "playbooks/site.yaml")
+    host_stack = next(play for play in plays if any(role.name == "docker" for role in play.roles))
+    assert "restart docker" in {handler.name for handler in host_stack.handlers}
+    groups = early.early_groups(plays)
+    now, later = early.after_handlers(groups["docker"], host_stack)
+    assert [item.task.name for item in later] == ["vLLM image pulled"] and now == []
+    now, later = early.after_handlers(groups["office_cache_client"], host_stack)
+    assert "model weights downloaded and verified" in [item.task.name for item in now] and later == []

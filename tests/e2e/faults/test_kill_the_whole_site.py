@@ -70,19 +70,26 @@ def site_laptop(gpu_host, gpu_inventory, vllm_images, slow_hub, tmp_path_factory
 def site_tasks(inventory) -> list[str]:
     """The site's tasks in the order a run prints them, as "role: task" (what a task's output line
     names): the listing's order, but the tasks a download that starts early needs (`needs`) right
-    after the last task of its `starts_early` role, where the run does them (runner/early.py)."""
+    after the last task of its `starts_early` role, or of that role's play when it needs one of the
+    play's handlers, where the run does them (runner/early.py)."""
+    plays = load_playbook(REPO / "playbooks/site.yaml")
     listed = subprocess.run([sys.executable, "-m", "provision", "up", str(inventory), "--list-tasks"], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout
     tasks = [f"{m.group(1)}: {m.group(2)}" for m in re.finditer(r"^ {6}(\w+) : (.+?) {4}TAGS:", listed, re.M)]
-    for play in load_playbook(REPO / "playbooks/site.yaml"):
+    for play in plays:
         for task in play.tasks:
             moved = [f"{task.role}: {name}" for name in task.needs if f"{task.role}: {name}" in tasks]
-            anchor = [index for index, name in enumerate(tasks) if name.startswith(f"{task.starts_early}: ")]
+            after = {task.starts_early}
+            for other in plays:
+                if task.starts_early in {r.name for r in other.roles} and \
+                        set(task.needs) & {h.name for h in other.handlers}:
+                    after = {r.name for r in other.roles}
+            anchor = [index for index, name in enumerate(tasks) if name.split(": ", 1)[0] in after]
             if not moved or not anchor:
                 continue  # (the draft weights need what the weights need: moved again, to the same place)
             for name in moved:
                 tasks.remove(name)
-            at = max(index for index, name in enumerate(tasks) if name.startswith(f"{task.starts_early}: ")) + 1
+            at = max(index for index, name in enumerate(tasks) if name.split(": ", 1)[0] in after) + 1
             tasks[at:at] = moved
     return tasks
 
@@ -190,11 +197,11 @@ INSIDE = [
     Inside("the reboot wait", "nvidia_driver: reboot for the NVIDIA driver",
            lambda host, lines: output_says(r"\| waiting for the reboot")(host, lines) and (
                host_down(host) or host_shows(host, "test ! -e /run/provision/boot-marker"))),
-    # the pull's unit starts after the docker role; its output is the Engine API's JSON lines
-    # (provision/ops/docker_pull.sh): layers arriving
+    # the pull's unit starts after the host stack's handlers (it needs `restart docker`: a restart would
+    # cut it); its output is the Engine API's JSON lines (provision/ops/docker_pull.sh): layers arriving
     Inside("the early image pull (its host unit)", "model: vLLM image pulled",
            early_unit_shows('"status":"(Pulling fs layer|Waiting|Downloading|Verifying Checksum|Download complete)'),
-           due="docker: Docker's apt repository"),
+           due="model: vLLM image loaded from the offline bundle"),
     Inside("the readiness wait", "vllm: vLLM service released and checked",
            output_says(r"\| waiting for vllm: ")),
     Inside("the smoke checks", "vllm: vLLM service released and checked", output_says(r"\| smoke checks of vllm")),
