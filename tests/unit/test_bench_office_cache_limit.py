@@ -1,0 +1,57 @@
+"""benchmarks/office_cache.py's LAN limits: issue 24's (bytes + the apt work no download covers, a lower
+bound) beside the bytes-only one; the apt work of a batch is its longest host's, less its own downloads.
+The figures in benchmarks/RESULTS.md rest on this arithmetic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks.office_cache import batch_apt_work, lan_limits
+
+MIB = 1024 * 1024
+
+
+def report(**changes: Any) -> dict[str, Any]:
+    """A 5-host canary rollout: the cache's link 400 Mbit/s, each host 200 Mbit/s; the byte counts
+    chosen so each term is a round number of seconds."""
+    base = {"cache_mbit": 400, "per_host_mbit": 200, "hosts": 5, "cached_s": 120.0,
+            "cache_sent": 2_000_000_000, "cache_received": 500_000_000,  # 40 s and 10 s at 400 Mbit/s
+            "canary_received": 500_000_000,  # 20 s at 200 Mbit/s
+            "weights_bytes": 100_000_000,  # 4 s per host at 200 Mbit/s, 2 s per host at 400 Mbit/s
+            "apt_work": [{"seconds": 20.0}, {"seconds": 50.0}]}
+    return {**base, **changes}
+
+
+def test_canary_limit_adds_only_the_apt_work_the_weights_cannot_cover() -> None:
+    limits = lan_limits(report())
+    assert [seconds for _, seconds in limits["bytes"]] == pytest.approx([50.0, 20.0 + 30.0 + 10.0])
+    # bytes per batch 60 s; canary: 20 - 4 (its weights at its rate); the rest: 50 - (4 x 2 + the fill 10)
+    lower_bound, task_order = (seconds for _, seconds in limits["issue"])
+    assert lower_bound == pytest.approx(60.0 + 16.0 + 32.0)
+    assert task_order == pytest.approx(60.0 + 70.0)
+
+
+def test_apt_work_the_downloads_cover_whole_adds_nothing() -> None:
+    limits = lan_limits(report(apt_work=[{"seconds": 3.0}, {"seconds": 12.0}]))
+    assert limits["issue"][0][1] == pytest.approx(limits["bytes"][-1][1])
+
+
+def test_every_host_at_once_is_one_batch() -> None:
+    limits = lan_limits(report(canary_received=0, apt_work=[{"seconds": 70.0}]))
+    assert [seconds for _, seconds in limits["bytes"]] == pytest.approx([50.0])
+    assert limits["issue"][0][1] == pytest.approx(50.0 + 70.0 - (5 * 2.0 + 10.0))
+
+
+def test_without_the_apt_work_or_with_other_batches_only_the_bytes() -> None:
+    assert "issue" not in lan_limits(report(apt_work=[]))
+    assert "issue" not in lan_limits(report(apt_work=[{"seconds": 1.0}] * 3))
+
+
+def test_batch_apt_work_is_its_longest_host_less_its_own_downloads() -> None:
+    roles = {"a": {"docker": 30.0, "office_cache_client": 2.0, "model": 99.0},
+             "b": {"docker": 40.0, "office_cache_client": 2.0}}
+    batch = batch_apt_work(["a", "b"], roles, {"a": 12_500_000, "b": 125_000_000}, 100e6)
+    # a: 32 - 1 s; b: 42 - 10 s (the model role is no apt work)
+    assert (batch["host"], batch["seconds"], batch["hosts"]) == ("b", 32.0, 2)
