@@ -1,5 +1,5 @@
-"""benchmarks/office_cache.py's LAN limits: issue 24's (bytes + the apt work no download covers, a lower
-bound) beside the bytes-only one; the apt work of a batch is its longest host's, less its own downloads.
+"""benchmarks/office_cache.py's LAN limits: issue 24's (the bytes + the apt work no download can cover, a
+lower bound) beside the bytes-only one; the apt work of a batch is its longest host's, less its own downloads.
 The figures in benchmarks/RESULTS.md rest on this arithmetic."""
 
 from __future__ import annotations
@@ -24,24 +24,30 @@ def report(**changes: Any) -> dict[str, Any]:
     return {**base, **changes}
 
 
-def test_canary_limit_adds_only_the_apt_work_the_weights_cannot_cover() -> None:
+def test_canary_limit_adds_only_the_apt_work_no_download_can_cover() -> None:
     limits = lan_limits(report())
     assert [seconds for _, seconds in limits["bytes"]] == pytest.approx([50.0, 20.0 + 30.0 + 10.0])
+    lower_bound, block, task_order = (seconds for _, seconds in limits["issue"])
+    # per batch the larger of its bytes and its apt work + a host's bytes other than weights at 200 Mbit/s:
+    # the canary's 400 MB (16 s); the rest's (1500 - 4 x 100) / 4 MB each (11 s)
+    assert lower_bound == pytest.approx(max(20.0, 20.0 + 16.0) + max(40.0, 50.0 + 11.0))
     # bytes per batch 60 s; canary: 20 - 4 (its weights at its rate); the rest: 50 - (4 x 2 + the fill 10)
-    lower_bound, task_order = (seconds for _, seconds in limits["issue"])
-    assert lower_bound == pytest.approx(60.0 + 16.0 + 32.0)
+    assert block == pytest.approx(60.0 + 16.0 + 32.0)
     assert task_order == pytest.approx(60.0 + 70.0)
 
 
 def test_apt_work_the_downloads_cover_whole_adds_nothing() -> None:
     limits = lan_limits(report(apt_work=[{"seconds": 3.0}, {"seconds": 12.0}]))
     assert limits["issue"][0][1] == pytest.approx(limits["bytes"][-1][1])
+    assert limits["issue"][1][1] == pytest.approx(limits["bytes"][-1][1])
 
 
 def test_every_host_at_once_is_one_batch() -> None:
     limits = lan_limits(report(canary_received=0, apt_work=[{"seconds": 70.0}]))
     assert [seconds for _, seconds in limits["bytes"]] == pytest.approx([50.0])
-    assert limits["issue"][0][1] == pytest.approx(50.0 + 70.0 - (5 * 2.0 + 10.0))
+    # a host's bytes other than weights: (2000 - 5 x 100) / 5 MB, 12 s at 200 Mbit/s
+    assert limits["issue"][0][1] == pytest.approx(70.0 + 12.0)
+    assert limits["issue"][1][1] == pytest.approx(50.0 + 70.0 - (5 * 2.0 + 10.0))
 
 
 def test_without_the_apt_work_or_with_other_batches_only_the_bytes() -> None:
