@@ -35,6 +35,8 @@ overlap on a full-duplex link, so this errs on the generous side by at most the 
     its image: the batch's bytes less its weights, per host) / `--per-host-mbit`: on one host the apt
     downloads, the installs and the image pull follow one another, while the weights need neither apt
     nor docker (they start early) and another host's downloads may run beside this host's installs;
+    and its shortest host's apt work + the batch's images (its bytes other than weights less its hosts'
+    apt downloads) at the batch's link: no image can start before that host's installs end;
   - beside it, the same with the batch's apt work as one block that no other host's apt downloads or
     image pull overlap (as the hosts of a batch run today): the bytes-only limit + per batch max(0, its
     apt work - its weights' time on its link: the canary's / `--per-host-mbit`, the batch's + the fill
@@ -256,7 +258,8 @@ def batch_apt_work(batch: list[str], roles: dict[str, dict[str, float]], own: di
     work_of = {name: apt_work_of(roles[name], own[name], rate_bps) for name in batch}
     longest = max(batch, key=lambda name: work_of[name])
     return {"hosts": len(batch), "seconds": round(work_of[longest], 2), "host": longest,
-            "own_mib": round(own[longest] / MIB, 1), "rate_mbit": rate_bps / 1e6}
+            "own_mib": round(own[longest] / MIB, 1), "rate_mbit": rate_bps / 1e6,
+            "shortest": round(min(work_of.values()), 2), "apt_bytes": sum(own[name] for name in batch)}
 
 
 def cache_down(lab: Lab, cache: LabHost, inventory: Path, work: Path) -> dict[str, Any]:
@@ -313,7 +316,8 @@ def print_limit(report: dict[str, Any]) -> None:
           f"(the upstream fill, {report['cache_received'] * 8 / rate_bps:.2f} s)")
     for batch in report.get("apt_work", []):
         print(f"  apt work of a batch of {batch['hosts']}: {batch['seconds']:.2f} s ({batch['host']}, less its own "
-              f"{batch['own_mib']:.1f} MiB at {batch['rate_mbit']:g} Mbit/s)")
+              f"{batch['own_mib']:.1f} MiB at {batch['rate_mbit']:g} Mbit/s; its shortest host "
+              f"{batch['shortest']:.2f} s)")
     limits = lan_limits(report)
     report["lan_limit_s"] = limits["bytes"][-1][1]
     if "issue" in limits:
@@ -341,20 +345,26 @@ def lan_limits(report: dict[str, Any]) -> dict[str, list[tuple[str, float]]]:
         overlap = [weights / host_rate, ((hosts - 1) * weights) / rate + fill]
         # a host's bytes that are not weights (its apt downloads and its image), the rest's mean
         own = [canary * 8 - weights, ((report["cache_sent"] - canary) * 8 - (hosts - 1) * weights) / (hosts - 1)]
+        sizes, rates = [1, hosts - 1], [host_rate, rate]
     else:
         per_batch = [limits["bytes"][0][1]]
         overlap = [hosts * weights / rate + fill]
         own = [(report["cache_sent"] * 8 - hosts * weights) / hosts]
-    apt = [batch["seconds"] for batch in report.get("apt_work", [])]
+        sizes, rates = [hosts], [rate]
+    batches_apt = report.get("apt_work", [])
+    apt = [batch["seconds"] for batch in batches_apt]
     if len(apt) != len(per_batch):
         return limits
     uncovered = [max(0.0, work - covered) for work, covered in zip(apt, overlap, strict=True)]
-    strict = [max(batch, work + bits / host_rate) for batch, work, bits in zip(per_batch, apt, own, strict=True)]
+    terms = [[batch, work + bits / host_rate] for batch, work, bits in zip(per_batch, apt, own, strict=True)]
+    for term, batch, bits, size, batch_rate in zip(terms, batches_apt, own, sizes, rates, strict=True):
+        if "shortest" in batch:  # every host's image waits for its apt work: all the batch's images after the least
+            term.append(batch["shortest"] + (bits * size - batch["apt_bytes"] * 8) / batch_rate)
     limits["issue"] = [
-        ("issue 24's limit, a lower bound, per batch the larger of its bytes and its longest host's apt work + "
-         "that host's own bytes other than weights at its rate: "
-         + " + ".join(f"max({batch:.2f}, {work:.2f} + {bits / host_rate:.2f})"
-                      for batch, work, bits in zip(per_batch, apt, own, strict=True)), sum(strict)),
+        ("issue 24's limit, a lower bound, per batch the largest of its bytes, its longest host's apt work + that "
+         "host's bytes other than weights at its rate, and its shortest host's apt work + the batch's images: "
+         + " + ".join("max(" + ", ".join(f"{x:.2f}" for x in term) + ")" for term in terms),
+         sum(max(term) for term in terms)),
         (f"the same with the batch's apt work as one block (bytes {sum(per_batch):.2f} s + the apt work no "
          "download covers: "
          + " + ".join(f"max(0, {work:.2f} - weights (+ fill) {covered:.2f})"

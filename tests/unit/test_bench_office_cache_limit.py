@@ -36,6 +36,15 @@ def test_canary_limit_adds_only_the_apt_work_no_download_can_cover() -> None:
     assert task_order == pytest.approx(60.0 + 70.0)
 
 
+def test_the_batch_images_wait_for_its_shortest_host_apt_work() -> None:
+    apt_work = [{"seconds": 20.0, "shortest": 20.0, "apt_bytes": 50_000_000},
+                {"seconds": 50.0, "shortest": 45.0, "apt_bytes": 200_000_000}]
+    limits = lan_limits(report(apt_work=apt_work))
+    # canary: its image (400 - 50 MB) 14 s at 200 Mbit/s, 20 + 14 < 20 + 16; the rest: 4 x 275 - 200 MB of
+    # images 18 s at 400 Mbit/s after 45 s, more than 50 + 11
+    assert limits["issue"][0][1] == pytest.approx(36.0 + 63.0)
+
+
 def test_apt_work_the_downloads_cover_whole_adds_nothing() -> None:
     limits = lan_limits(report(apt_work=[{"seconds": 3.0}, {"seconds": 12.0}]))
     assert limits["issue"][0][1] == pytest.approx(limits["bytes"][-1][1])
@@ -61,3 +70,4 @@ def test_batch_apt_work_is_its_longest_host_less_its_own_downloads() -> None:
     batch = batch_apt_work(["a", "b"], roles, {"a": 12_500_000, "b": 125_000_000}, 100e6)
     # a: 32 - 1 s; b: 42 - 10 s (the model role is no apt work)
     assert (batch["host"], batch["seconds"], batch["hosts"]) == ("b", 32.0, 2)
+    assert (batch["shortest"], batch["apt_bytes"]) == (31.0, 137_500_000)
