@@ -30,13 +30,14 @@ overlap on a full-duplex link, so this errs on the generous side by at most the 
     received / `--per-host-mbit`), then the rest (the bytes the cache sent less the canary's, + the
     fill) / `--cache-mbit`. Generous towards the tool: the canary's image pull runs on beside the next batch;
   - issue 24's limit, "bytes / rate, plus the apt work that cannot overlap" (no reboot and no vLLM start
-    in these tags), a lower bound: the rollout cannot beat it. Per batch the larger of its bytes-only
-    limit and its longest host's apt work + that host's bytes other than weights (its apt downloads and
-    its image: the batch's bytes less its weights, per host) / `--per-host-mbit`: on one host the apt
-    downloads, the installs and the image pull follow one another, while the weights need neither apt
-    nor docker (they start early) and another host's downloads may run beside this host's installs;
-    and its shortest host's apt work + the batch's images (its bytes other than weights less its hosts'
-    apt downloads) at the batch's link: no image can start before that host's installs end;
+    in these tags), a lower bound (but for the fill's share, as above): the rollout cannot beat it. Per
+    batch the largest of: its bytes-only limit; its longest host's apt work + that host's bytes other
+    than weights (its apt downloads and its image: the batch's bytes less its weights, per host) /
+    `--per-host-mbit` (on one host the apt downloads, the installs and the image pull follow one
+    another, while the weights need neither apt nor docker, they start early, and another host's
+    downloads may run beside this host's installs); its shortest host's apt work + the batch's images
+    (its bytes other than weights less its hosts' apt downloads) at the batch's link (no image can
+    start before that host's installs end);
   - beside it, the same with the batch's apt work as one block that no other host's apt downloads or
     image pull overlap (as the hosts of a batch run today): the bytes-only limit + per batch max(0, its
     apt work - its weights' time on its link: the canary's / `--per-host-mbit`, the batch's + the fill
@@ -46,8 +47,8 @@ The apt work is measured in the same run the way benchmarks/site_first_apply.py 
 of fresh hosts, the same batches and throttle through the same (then warm) cache, with `--tags
 office_cache_client,docker` (no weights, no image: the downloads tiny); each host's apt roles' seconds
 less its own downloads' bytes at its share of the link (min(`--per-host-mbit`, `--cache-mbit` / the
-batch's hosts)); a batch's, its longest host's (its hosts run at once). Warm, and without the model
-role's units beside it, the apt work is if anything less than in the rollout.
+batch's hosts)); a batch's, its longest host's (its hosts run at once), and its shortest host's. Warm,
+and without the model role's units beside it, the apt work is if anything less than in the rollout.
 
 Usage: benchmarks/office_cache.py [--hosts 5] [--shard-mib 8]   (runs its own lab; root; ~6 min for 5)
        benchmarks/office_cache.py --hosts 5 --throttle [--no-direct] [--image-mib 128] [--cache-mbit 1000]
