@@ -118,6 +118,12 @@ def roles_elapsed(host: dict[str, Any]) -> dict[str, float]:
     return sums
 
 
+def apt_work_of(roles: dict[str, float], own_bytes: int, rate_bps: float) -> float:
+    """The apt work of a run of a host (issue 24's "apt work that cannot overlap"): its apt roles' seconds
+    (`roles_elapsed`) less their own downloads' `own_bytes` at `rate_bps` (those are in the limit's bytes)."""
+    return sum(roles.get(role, 0.0) for role in APT_ROLES) - own_bytes * 8 / rate_bps
+
+
 class SiteBench:
     """The lab, its stand-ins and the throttle; `apply` times one first apply on a fresh laptop."""
 
@@ -265,7 +271,7 @@ def site_main(args: argparse.Namespace) -> None:
                                   "no role declares it on this tree: both columns run in task order"), flush=True)
         tiny = bench.apply("tiny", [])
         own_downloads = (tiny["bytes"] - bench.tiny_payload) * 8 / rate_bps
-        apt_work = sum(tiny["roles"].get(role, 0.0) for role in APT_ROLES) - own_downloads
+        apt_work = apt_work_of(tiny["roles"], tiny["bytes"] - bench.tiny_payload, rate_bps)
         print(describe("tiny", tiny, rate_bps, None) + f"; apt work {apt_work:.2f} s (less its own downloads "
               f"{(tiny['bytes'] - bench.tiny_payload) / MIB:.1f} MiB, {own_downloads:.2f} s)", flush=True)
         for round_number in range(args.repeat):
