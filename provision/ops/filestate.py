@@ -16,7 +16,7 @@ from typing import Any
 
 from provision.errors import TaskFailed
 from provision.ops.base import Operation, Plan, Probe
-from provision.ops.scripting import atomic_write_script, chown_spec, probe_block
+from provision.ops.scripting import atomic_write_script, chown_spec, quick_block
 from provision.shell import Command, parse_fields, quote
 
 CONTENT_CAP = 1024 * 1024
@@ -54,7 +54,7 @@ elif [ -e "$p" ]; then echo type=other
 else echo type=absent
 fi
 """
-    return Probe(probe_block(body), partial(parse_file_state, path))
+    return Probe(quick_block(body), partial(parse_file_state, path))
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,21 @@ def test_many_snippets_stay_within_the_open_files_limit_and_big_outputs_wait_the
     outputs = split_output(out, "tok", 1200)
     assert [len(text) for text in outputs[:3]] == [300001, 2, 300001]
     assert outputs[3:] == [f"{index}\n" for index in range(3, 1200)]
+
+
+def test_quick_snippets_share_one_process_and_each_keeps_its_own_output():
+    from provision.shell import QUICK_PROBE
+
+    pid = "echo $BASHPID"
+    snippets = [pid, QUICK_PROBE + pid, pid, QUICK_PROBE + "false; " + pid, QUICK_PROBE + "printf 'a\\nb\\n'"]
+    outputs = split_output(run_bash(build_script(snippets, "tok")), "tok", 5)
+    assert outputs[4] == "a\nb\n"
+    assert outputs[1] == outputs[3]  # the quick ones: one process, in turn
+    assert len({outputs[0], outputs[1], outputs[2]}) == 3  # the others: a process each
+
+
+def test_sections_are_read_by_their_index_whatever_order_they_came_in():
+    out = "@@tok 1\nb\n@@tok 0 secret\na\n@@tok end\n"
+    assert split_output(out, "tok", 2) == ["a\n", "b\n"]
+    with pytest.raises(ValueError, match="incomplete"):
+        split_output("@@tok 1\nb\n@@tok end\n", "tok", 2)
