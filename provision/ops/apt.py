@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from provision.errors import TaskFailed
+from provision.facts.dpkg_rows import dpkg_rows_shell
 from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.dpkg_lock import dpkg_lock_script, lock_wait_progress
 from provision.ops.needs import Need, Packages
@@ -160,7 +161,7 @@ def version_matches(installed: str, wanted: str) -> bool:
 
 
 # holds are dpkg selections: Status-Abbrev's first letter is "h" (so no slow `apt-mark showhold`)
-PROBE_PACKAGES = r"""state=$(dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\n' -- NAMES)
+PROBE_PACKAGES = r"""state=$(dpkg_rows apt NAMES)
 while IFS= read -r line; do [ -n "$line" ] && echo "pkg=$line"; done <<<"$state"
 """
 # apt-cache is slow (it builds its cache): ask it only about the packages that are not installed
@@ -262,7 +263,7 @@ class AptOperation(Operation):
         names = " ".join(quote(package) for package in [*(p for p, _ in args.specs), *args.replaces])
         parts = []
         if names:
-            parts.append(PROBE_PACKAGES.replace("NAMES", names))
+            parts += [dpkg_rows_shell(), PROBE_PACKAGES.replace("NAMES", names)]
         if names and (args.update_cache or args.state == "latest"):
             if args.state == "latest":
                 parts.append(f"need={quote(' '.join(package for package, _ in args.specs))}")

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from provision.connection.base import Connection
 from provision.errors import CommandFailed
+from provision.facts.dpkg_rows import batch_prelude
 from provision.secrets import SECRET_PROBE, hide_secret_sections
 from provision.shell import QUICK_PROBE
 
@@ -35,7 +36,7 @@ def build_script(snippets: Iterable[str], token: str) -> str:
     no job control.
     """
     snippets = list(snippets)
-    parts = ["set +e +u +o pipefail"]
+    parts = ["set +e +u +o pipefail", *filter(None, [batch_prelude(snippets)])]
     for index, snippet in enumerate(snippets):
         label = f"{index} secret" if snippet.startswith(SECRET_PROBE) else str(index)
         parts.append(f"_probe{index}() {{ echo '@@{token} {label}'\n{{ {snippet}\n}} </dev/null\n}}")
