@@ -59,13 +59,16 @@ class LineStream:
     """The stdout lines of a long-running remote script (`Connection.start`), read as they come;
     `close()` ends it (the script's next write fails, so it stops by itself on the host too)."""
 
-    def __init__(self, source: Iterable[str], stop: Callable[[], None]) -> None:
+    def __init__(self, source: Iterable[str] | Iterable[bytes], stop: Callable[[], None]) -> None:
         self._source = source
         self._stop = stop
 
     def __iter__(self) -> Iterator[str]:
         for line in self._source:
-            yield line.rstrip("\n")
+            # bytes are decoded here, a byte that is not UTF-8 replaced: a host's odd byte (a probe's
+            # output) must not end the stream (the run lock's beat is read from it)
+            text = line.decode(errors="replace") if isinstance(line, bytes) else line
+            yield text.rstrip("\n")
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # already closed, or the connection is gone

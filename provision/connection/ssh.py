@@ -170,7 +170,7 @@ class SSHConnection:
         with self._lost_connection():
             channel, _ = self._open_shell(sudo)
             channel.sendall(wrap_script(script, None, env, keep_stdin=True).encode())
-        return LineStream(channel.makefile("r"), channel.close)
+        return LineStream(channel.makefile("rb"), channel.close)
 
     def _open_shell(self, sudo: bool) -> tuple[paramiko.Channel, bytes]:
         """A channel running bash on stdin, as the become user when asked (a sudo password is sent only

@@ -8,6 +8,8 @@
 # Env: LOCK_DIR, HOLDER (this run, one JSON object without its closing brace), GRACE_S (how long a
 # held lock is waited for before answering "held"), BREAK_PID (a holder shell proven orphaned),
 # STOP_GUARD (an upgrade guard's unit holding the lock: this run takes over from it, vllm/guard.sh).
+# run_lock.py may put the run's first probe batch after the `lock=taken` line: it runs under the lock,
+# on this channel, before the beat starts. Comment lines are not sent (run_lock.py `lock_script`).
 set -euo pipefail
 # (builtins where they do: this runs on every host at the start of every run)
 [ -d "$LOCK_DIR" ] || mkdir -p -- "$LOCK_DIR"

@@ -145,3 +145,24 @@ def test_a_run_takes_over_from_an_upgrade_guard_holding_the_lock(tmp_path: Path,
     finally:
         guard.kill()
         guard.wait()
+
+
+def test_the_first_probe_batch_runs_on_the_lock_channel_once_the_lock_is_taken(tmp_path: Path):
+    from provision.runner.probe import build_script, split_output
+    from provision.shell import QUICK_PROBE
+
+    script = build_script(["echo one", QUICK_PROBE + "printf 'two \\xff\\n'"], "tok")
+    first = RunLock("here", lock_dir=str(tmp_path))
+    conn = LocalConnection("here", become=False)
+    first.start(conn, batch=(script, "tok"))
+    assert split_output(first.batch_output() or "", "tok", 2) == ["one\n", "two \ufffd\n"]
+    assert first.confirm(conn) is False
+    try:
+        second, conn2 = lock(tmp_path)  # the lock is still held after the batch: its beat goes on
+        with pytest.raises(RunLockHeld):
+            second.confirm(conn2)
+        third = RunLock("here", lock_dir=str(tmp_path))
+        third.start(conn2, batch=(script, "tok"))
+        assert third.batch_output() is None  # held elsewhere: the batch did not run there
+    finally:
+        first.release()
