@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # dpkg_rows FORMAT PATTERN...: the packages dpkg knows that match a PATTERN (dpkg-query -W's own
-# patterns), one line each in dpkg's order, as FORMAT says: `facts` "STATUS-ABBREV PACKAGE VERSION",
-# `apt` "PACKAGE<TAB>VERSION<TAB>STATUS-ABBREV". Shared by the facts probe's packages section and the
+# patterns), one line each in dpkg's order, as FORMAT says: `facts` "STATUS-ABBREV PACKAGE VERSION"
+# printed, `apt` "PACKAGE<TAB>VERSION<TAB>STATUS-ABBREV" left in dpkg_rows_out (no command
+# substitution: a fork less). Shared by the facts probe's packages section and the
 # apt operation's probe. In the probe batch (provision/runner/probe.py) one dpkg-query for every
 # call's patterns runs before the snippets start and leaves its rows in _dpkg_rows, the patterns it
 # read in _dpkg_rows_for: a call whose patterns it read all picks its rows from there in bash
@@ -10,6 +11,7 @@
 dpkg_rows() {
   local format=$1 memo=1 pattern status package version rows matched
   shift
+  dpkg_rows_out=''
   for pattern; do case ${_dpkg_rows_for:-} in *" $pattern "*) ;; *) memo='' ;; esac; done
   if [ -n "$memo" ]; then
     rows=${_dpkg_rows:-}
@@ -27,6 +29,6 @@ dpkg_rows() {
     fi
     [ -z "$matched" ] || continue
     if [ "$format" = facts ]; then printf '%s %s %s\n' "$status" "$package" "$version"
-    else printf '%s\t%s\t%s\n' "$package" "$version" "$status"; fi
+    else dpkg_rows_out+="$package"$'\t'"$version"$'\t'"$status"$'\n'; fi
   done <<<"$rows"
 }

@@ -28,14 +28,17 @@ def probe_script(sections: tuple[str, ...] | None = None) -> str:
     be read by the host's bash byte by byte, ~0.15 ms a KB, in every run), comment lines left out.
 
     A subshell with stdin from /dev/null, so it never fails, never eats the rest of a script that the
-    runner appends (its `@@task N` sections), and leaves the caller's shell options alone.
+    runner appends (its `@@task N` sections), and leaves the caller's shell options alone. For some
+    sections (`probe_for`: only the probe batch runs it, in a process of its own) a group instead: one
+    fork less on the host.
     """
     registered = registry()
     chosen = [s for s in registered.sections if sections is None or s.name in sections]
     blocks = [f"if want {s.name}; then\n  section {s.name}\n  {s.script}\nfi\n" for s in chosen]
     shell = list(registered.probe_shell) if sections is None else _needed_shell(registered.probe_shell, blocks)
-    return "".join(["(\n", *shell, 'section probe\necho "${PROBE_SECTIONS:-all}"\n', *blocks,
-                    "true\n) </dev/null\n"])
+    opening, closing = ("(\n", ")") if sections is None else ("{\n", "}")
+    return "".join([opening, *shell, 'section probe\necho "${PROBE_SECTIONS:-all}"\n', *blocks,
+                    f"true\n{closing} </dev/null\n"])
 
 
 SECTION_FUNCTION = re.compile(r"^(probe_[A-Za-z0-9_]+)\(\) \{")

@@ -161,7 +161,7 @@ def version_matches(installed: str, wanted: str) -> bool:
 
 
 # holds are dpkg selections: Status-Abbrev's first letter is "h" (so no slow `apt-mark showhold`)
-PROBE_PACKAGES = r"""state=$(dpkg_rows apt NAMES)
+PROBE_PACKAGES = r"""dpkg_rows apt NAMES; state=${dpkg_rows_out%$'\n'}
 while IFS= read -r line; do [ -n "$line" ] && echo "pkg=$line"; done <<<"$state"
 """
 # apt-cache is slow (it builds its cache): ask it only about the packages that are not installed

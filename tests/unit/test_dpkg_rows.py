@@ -21,6 +21,9 @@ FORMATS = {"facts": "${db:Status-Abbrev} ${Package} ${Version}\n",
            "apt": "${Package}\t${Version}\t${db:Status-Abbrev}\n"}
 
 
+SHOW = 'printf %s "${dpkg_rows_out:-}"'  # `apt` leaves its rows in dpkg_rows_out (`facts` prints them)
+
+
 def dpkg_query(name: str, patterns: list[str]) -> str:
     return subprocess.run(["dpkg-query", "-W", f"-f={FORMATS[name]}", "--", *patterns], capture_output=True,
                           text=True).stdout
@@ -38,15 +41,16 @@ def counting_dpkg_query(folder: Path) -> dict[str, str]:
 def test_alone_it_prints_what_dpkg_query_prints():
     words = " ".join(f"'{p}'" for p in PATTERNS[:4])
     for name in FORMATS:
-        out = subprocess.run(["bash", "-c", f"{dpkg_rows_shell()}\ndpkg_rows {name} {words}"], capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(["bash", "-c", f"{dpkg_rows_shell()}\ndpkg_rows {name} {words}; {SHOW}"],
+                             capture_output=True, text=True, check=True).stdout
         assert out == dpkg_query(name, PATTERNS[:4]) and "bash" in out
 
 
 def test_a_batch_reads_the_database_once_and_each_call_gets_its_own_rows(tmp_path: Path):
     env = counting_dpkg_query(tmp_path / "bin")
     calls = [("facts", PATTERNS[:3]), ("apt", PATTERNS[3:]), ("apt", ["bash:amd64"])]
-    snippets = [f"{dpkg_rows_shell()}\ndpkg_rows {name} {' '.join(repr(p) for p in words)}" for name, words in calls]
+    snippets = [f"{dpkg_rows_shell()}\ndpkg_rows {name} {' '.join(repr(p) for p in words)}; {SHOW}"
+                for name, words in calls]
     assert patterns_called(snippets) == PATTERNS  # the architecture-qualified one is left to its own call
     out = subprocess.run(["bash", "-c", build_script(snippets, "tok")], capture_output=True, text=True, check=True,
                          env=env).stdout
