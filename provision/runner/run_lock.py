@@ -180,8 +180,8 @@ class RunLock:
         self.silent_for = None
         self.last_beat = time.monotonic()
         script = lock_script()
-        if batch:
-            script = script.replace(TAKEN, f"{TAKEN}{batch[0]}set -euo pipefail\n", 1)
+        if batch:  # without the lock's descriptor: no probe process can keep the lock after this shell
+            script = script.replace(TAKEN, f"{TAKEN}{{\n{batch[0]}}} 9>&-\nset -euo pipefail\n", 1)
         threading.Thread(target=self._run, args=(conn, env, self._answer, self._answered, script), daemon=True,
                          name=f"run-lock {self.host_name}").start()
 

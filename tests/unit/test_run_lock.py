@@ -151,7 +151,9 @@ def test_the_first_probe_batch_runs_on_the_lock_channel_once_the_lock_is_taken(t
     from provision.runner.probe import build_script, split_output
     from provision.shell import QUICK_PROBE
 
-    script = build_script(["echo one", QUICK_PROBE + "printf 'two \\xff\\n'"], "tok")
+    # the probes do not inherit the lock's descriptor (fd 9): none of them can hold the lock past the run
+    script = build_script(["echo one", QUICK_PROBE + "printf 'two \\xff\\n'; [ -e /proc/self/fd/9 ] && echo fd9"],
+                          "tok")
     first = RunLock("here", lock_dir=str(tmp_path))
     conn = LocalConnection("here", become=False)
     first.start(conn, batch=(script, "tok"))
