@@ -33,8 +33,9 @@ def build_script(snippets: Iterable[str], token: str) -> str:
     secret, e.g. the API key's probe) never touch a disk. A snippet that may wait has a process (a
     group) of its own; the quick ones (they start with QUICK_PROBE) share one, in turn: a fork in the
     batch's shell costs the host ~0.4 ms, more than most quick reads take (benchmarks/RESULTS.md, host
-    CPU). A group whose output outgrows its pipe (64 KiB) waits for `cat` to reach it. No temp folder,
-    no job control.
+    CPU). With one snippet that may wait at most, nothing runs at once: the quick ones in the batch's
+    own shell, then that one in a subshell, and no `cat`. A group whose output outgrows its pipe
+    (64 KiB) waits for `cat` to reach it. No temp folder, no job control.
     """
     snippets = list(snippets)
     parts = ["set +e +u +o pipefail", *filter(None, [batch_prelude(snippets)])]
@@ -42,10 +43,13 @@ def build_script(snippets: Iterable[str], token: str) -> str:
         label = f"{index} secret" if snippet.startswith(SECRET_PROBE) else str(index)
         parts.append(f"_probe{index}() {{ echo '@@{token} {label}'\n{{ {snippet}\n}} </dev/null\n}}")
     quick = [index for index, snippet in enumerate(snippets) if snippet.startswith(QUICK_PROBE)]
+    others = [index for index in range(len(snippets)) if index not in quick]
     groups = [" ".join(f"_probe{index};" for index in quick)] if len(quick) > 1 else []
     groups += [f"_probe{index}" for index, snippet in enumerate(snippets) if index not in quick or len(quick) < 2]
-    if len(groups) < 2:
-        parts.append(f"( {groups[0]} )")
+    if len(others) < 2:
+        # nothing to wait for at once: the quick ones in this shell, in turn, then the other in a
+        # process of its own; no pipe, no `cat` (a process less on the host: the converged rerun's shape)
+        parts += [f"_probe{index}" for index in quick] + [f"( _probe{index} )" for index in others]
     else:
         # a pipe a group: a few hundred at a time stay far below the 1024 open files a session
         # usually may have; each further few hundred in a subshell, whose exit closes its pipes (bash

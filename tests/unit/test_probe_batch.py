@@ -81,3 +81,17 @@ def test_sections_are_read_by_their_index_whatever_order_they_came_in():
     assert split_output(out, "tok", 2) == ["a\n", "b\n"]
     with pytest.raises(ValueError, match="incomplete"):
         split_output("@@tok 1\nb\n@@tok end\n", "tok", 2)
+
+
+
+def test_with_one_snippet_that_may_wait_the_quick_ones_run_in_the_batch_shell_and_no_cat():
+    from provision.shell import QUICK_PROBE
+
+    pid = "echo $BASHPID"
+    script = build_script([pid, QUICK_PROBE + pid, QUICK_PROBE + "printf 'a\\n\\nb\\n'"], "tok")
+    assert "cat " not in script
+    shell, out = run_bash(f"echo $$\n{script}").split("\n", 1)
+    outputs = split_output(out, "tok", 3)
+    assert outputs[1] == f"{shell}\n"  # the quick one: in the batch's own shell, no fork
+    assert outputs[0] != outputs[1]  # the other: a subshell
+    assert outputs[2] == "a\n\nb\n"
