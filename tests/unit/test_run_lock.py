@@ -168,3 +168,17 @@ def test_the_first_probe_batch_runs_on_the_lock_channel_once_the_lock_is_taken(t
         assert third.batch_output() is None  # held elsewhere: the batch did not run there
     finally:
         first.release()
+
+
+def test_an_older_world_readable_holder_record_is_made_0600_and_then_written_in_place(tmp_path: Path):
+    record = tmp_path / "run.holder.json"
+    record.write_text('{"controller_host": "old"}\n')
+    record.chmod(0o644)  # as a version before the umask left it
+    for _ in range(2):
+        holder, conn = lock(tmp_path)
+        holder.confirm(conn)
+        try:
+            assert record.stat().st_mode & 0o777 == 0o600 and '"lock_pid": ' in record.read_text()
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["run.holder.0600", "run.holder.json", "run.lock"]
+        finally:
+            holder.release()
