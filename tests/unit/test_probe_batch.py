@@ -95,3 +95,17 @@ def test_with_one_snippet_that_may_wait_the_quick_ones_run_in_the_batch_shell_an
     assert outputs[1] == f"{shell}\n"  # the quick one: in the batch's own shell, no fork
     assert outputs[0] != outputs[1]  # the other: a subshell
     assert outputs[2] == "a\n\nb\n"
+
+
+def test_a_script_read_at_once_runs_whole_keeps_stdin_and_never_runs_cut_short():
+    """`read_at_once` (what the SSH connection sends to `bash -s`): multi-byte text, a payload on fd 3,
+    the rest of stdin left to the script (the run lock reads it); a script cut short runs nothing."""
+    from provision.connection.base import read_at_once, wrap_script
+
+    script = wrap_script('echo "héllo"; cat <&3; read -r line; echo "then: $line"', b"payload\n", keep_stdin=True)
+    done = subprocess.run(["bash", "-s"], input=read_at_once(script) + b"from the controller\n", capture_output=True,
+                          check=True)
+    assert done.stdout.decode() == "héllo\npayload\nthen: from the controller\n"
+    cut = read_at_once(wrap_script("echo ran", None))[:-5]
+    done = subprocess.run(["bash", "-s"], input=cut, capture_output=True, check=False)
+    assert done.stdout == b"" and done.returncode != 0
