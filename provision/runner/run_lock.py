@@ -1,16 +1,17 @@
 """One run per host: a lock on the host, held by a session of the run, with a heartbeat.
 
-The lock script (run_lock.sh) is started on its own channel right after connecting, beside the facts
-probe (no extra wait): it takes flock(2) on /var/lib/provision/run.lock, records who holds it in
-run.holder.json (root's, 0600: the controller's id and host, pid, the pid's start time, and the
-sub-command and inventory only, never `-e` values or other arguments, which may be secrets) and
-writes a beat every second for as long as the run's controller keeps the channel open. A controller
-that closes the channel (a run that ends) releases the lock at once (the holder reads end of file
-on its stdin: a rerun right after finds it free); one that dies or loses the network releases it by
-itself (the holder's next write fails). A second run is refused at once naming the holder, or waits
-(`--wait-lock SECONDS`). A holder whose controller is provably gone — the same controller (its id:
-a random id kept in the user's controller cache, so two containers or machines with one hostname
-are told apart), and that pid no longer runs with that start time — is ended and the lock taken.
+The lock script (run_lock.sh) is started with the host's first probe batch, on one channel: it takes
+flock(2) on /var/lib/provision/run.lock, records who holds it in run.holder.json (root's, 0600: the
+controller's id and host, pid, the pid's start time, and the sub-command and inventory only, never
+`-e` values or other arguments, which may be secrets), runs the batch (`HostState.fill`; where the
+lock is held it runs on its own) and writes a beat every second for as long as the run's controller
+keeps the channel open. A controller that closes the channel (a run that ends) releases the lock at
+once (the holder reads end of file on its stdin: a rerun right after finds it free); one that dies
+or loses the network releases it by itself (the holder's next write fails). A second run is refused
+at once naming the holder, or waits (`--wait-lock SECONDS`). A holder whose controller is provably
+gone — the same controller (its id: a random id kept in the user's controller cache, so two
+containers or machines with one hostname are told apart), and that pid no longer runs with that
+start time — is ended and the lock taken.
 
 The beat is also the run's liveness signal: when no beat arrives for `silent_after_s`, the host is
 silent (packets dropped, host hung) and the watchdog closes the connection, so the command in flight
