@@ -131,9 +131,12 @@ class Bench:
         command = [sys.executable, "-m", "provision"] if base else [str(BIN / "provision")]
         argv = [*command, "up", str(inventory), "--tags", "docker", "--json-file", str(results)]
         # the base tree's folder as the working directory too: `python -m` puts it first on sys.path,
-        # so from this repository's folder the base run would import this tree, not the base
+        # so from this repository's folder the base run would import this tree, not the base; and a
+        # controller cache of its own: a run prefetches the probes its last run used (probe memory),
+        # and the other tree's snippets differ, so sharing one would make each run read both trees'
         elapsed, _ = run(argv + (["--check"] if check else []),
-                         env={"PYTHONPATH": str(self.base)} if base and self.base else None,
+                         env={"PYTHONPATH": str(self.base), "PROVISION_CACHE_DIR": str(self.work / "base-cache")}
+                         if base and self.base else None,
                          cwd=self.base if base and self.base else REPO)
         if check or base:
             return elapsed

@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 # ends at 78, so no tool gives it another meaning.
 PERMANENT_FAILURE = 79
 
+# The first line of a probe snippet that only reads local state (files, units, packages) and never
+# waits on a daemon or the network: the probe batch runs such snippets one after another in one
+# process instead of a process each (provision/runner/probe.py).
+QUICK_PROBE = ": provision-quick-probe\n"
+
 
 @dataclass(frozen=True)
 class Command:

@@ -22,7 +22,7 @@ from fabric import Config
 from fabric import Connection as FabricConnection
 from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
-from provision.connection.base import CommandResult, LineStream, checked, wrap_script
+from provision.connection.base import CommandResult, LineStream, checked, read_at_once, wrap_script
 from provision.connection.become import BecomeFailed, become_command, handshake
 from provision.connection.known_hosts import (
     DEFAULT_GLOBAL_FILES,
@@ -156,7 +156,7 @@ class SSHConnection:
         self.round_trips += 1
         with self._lost_connection():
             channel, early_stderr = self._open_shell(sudo)
-            channel.sendall(wrap_script(script, data, env).encode())
+            channel.sendall(read_at_once(wrap_script(script, data, env)))
             channel.shutdown_write()
             return _collect(channel, timeout or self._command_timeout_s, on_output, early_stderr)
 
@@ -169,8 +169,8 @@ class SSHConnection:
         once, and its next write fails (EPIPE)."""
         with self._lost_connection():
             channel, _ = self._open_shell(sudo)
-            channel.sendall(wrap_script(script, None, env, keep_stdin=True).encode())
-        return LineStream(channel.makefile("r"), channel.close)
+            channel.sendall(read_at_once(wrap_script(script, None, env, keep_stdin=True)))
+        return LineStream(channel.makefile("rb"), channel.close)
 
     def _open_shell(self, sudo: bool) -> tuple[paramiko.Channel, bytes]:
         """A channel running bash on stdin, as the become user when asked (a sudo password is sent only

@@ -8,7 +8,7 @@ from provision.facts import parse as p
 from provision.facts.model import OsInfo
 from provision.facts.section import Fact, Section
 
-PROBE_SHELL = ("probe.sh", "fcntl_lock.sh")
+PROBE_SHELL = ("probe.sh", "fcntl_lock.sh", "dpkg_rows.sh")
 
 
 def _secure_boot(text: str) -> tuple[object, object]:

@@ -34,10 +34,9 @@ probe_nvidia_smi() {
 probe_nvidia_smi_pids() { [ "$_smi_rc" = 0 ] && emit bounded 30 nvidia-smi -q -d PIDS,MEMORY; }
 
 # the driver's, the kernel metas' and the docker engine's packages as dpkg knows them: "STATUS PACKAGE
-# VERSION" (no driver package: installed outside apt); one dpkg-query for the three
+# VERSION" (no driver package: installed outside apt); one dpkg-query for the three (provision/facts/dpkg_rows.sh)
 probe_nvidia_packages() {
-  # shellcheck disable=SC2016 # dpkg-query's own ${field} format, not a shell expansion
-  have dpkg-query && emit dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' -- \
+  dpkg_rows facts \
     'nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 'linux-objects-nvidia-*' 'linux-signatures-nvidia-*' \
     'xserver-xorg-video-nvidia*' 'linux-image-generic*' 'linux-image-oem*' 'linux-generic*' 'linux-oem-*' \
     'docker-ce' 'docker-ce-cli' 'containerd.io' 'docker-compose-plugin' 'docker-buildx-plugin' 'docker.io'

@@ -1,8 +1,8 @@
 """The state of one path on a host (type, mode, owner, sha256, content) and what it takes to change it.
 
 Shared by the file-like operations (file, template, json_merge, lineinfile, ini). Content comes back
-base64-encoded and only up to CONTENT_CAP bytes; beyond that, and for secret files, plans compare
-sha256 only. A symlink is followed: its target is what is read and written.
+only up to CONTENT_CAP bytes (as escaped text when small printable ASCII, else base64); beyond that, and
+for secret files, plans compare sha256 only. A symlink is followed: its target is what is read and written.
 """
 
 from __future__ import annotations
@@ -10,16 +10,26 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from provision.errors import TaskFailed
 from provision.ops.base import Operation, Plan, Probe
-from provision.ops.scripting import atomic_write_script, chown_spec, probe_block
+from provision.ops.scripting import atomic_write_script, chown_spec, quick_block
 from provision.shell import Command, parse_fields, quote
 
 CONTENT_CAP = 1024 * 1024
+# A small file of printable ASCII (tabs and newlines too: a config file) is read by bash itself and sent
+# as `text=`, backslashes and newlines escaped: no base64 process (~2 ms of the host's CPU a file, in
+# every run that reads it). `read -d ''` stops at a NUL byte: the length check sends such a file, and
+# any other byte, as base64, so the content that comes back is the file's, byte for byte.
+TEXT_CAP = 4096
+TEXT_OR_BASE64 = r"""if [ "$size" -le TEXT_CAP ] && { IFS= read -r -d '' body < "$p"; [ "${#body}" -eq "$size" ]; } \
+    && [[ $body != *[!$'\t\n'[:print:]]* ]]; then
+    body=${body//'\'/'\\'}; printf 'text=%s\n' "${body//$'\n'/'\n'}"
+  else SEND_IT; fi""".replace("TEXT_CAP", str(TEXT_CAP))
 DEFAULT_MODE = "0644"
 SECRET_DEFAULT_MODE = "0600"
 
@@ -38,7 +48,7 @@ def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str
     elif unless_sha256:
         read_file = f'{hash_it}\n  if {small} && [ "$sha" != {quote(unless_sha256)} ]; then {send_it}; fi'
     else:  # the content comes back: its sha256 is taken by the controller (parse_file_state), not here
-        read_file = f"if {small}; then {send_it}\n  else {hash_it}; fi"
+        read_file = f"if {small}; then {TEXT_OR_BASE64.replace('SEND_IT', send_it)}\n  else {hash_it}; fi"
     body = f"""
 p={quote(path)}
 if [ -L "$p" ]; then p=$(readlink -f -- "$p"); echo "target=$p"; fi
@@ -54,7 +64,7 @@ elif [ -e "$p" ]; then echo type=other
 else echo type=absent
 fi
 """
-    return Probe(probe_block(body), partial(parse_file_state, path))
+    return Probe(quick_block(body), partial(parse_file_state, path))
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,9 @@ def parse_file_state(path: str, state: str) -> FileState:
     if "type" not in fields:
         raise TaskFailed(f"the probe of {path} printed nothing usable: {state.strip()[:200]!r}")
     content = None
-    if "content" in fields:
+    if "text" in fields:  # TEXT_OR_BASE64: printable ASCII, backslashes and newlines escaped
+        content = re.sub(r"\\([\\n])", lambda m: "\n" if m.group(1) == "n" else "\\", fields["text"]).encode()
+    elif "content" in fields:
         try:
             content = base64.b64decode(fields["content"], validate=True)
         except binascii.Error as error:

@@ -1,8 +1,8 @@
 """Shell building blocks shared by operations: probe blocks, probe parsing, atomic writes, diffs.
 
-Probe snippets run as root inside one larger script (`set +e`), each in a process of its own with
-stdin from /dev/null (runner/probe.py), so it can neither exit that script, nor leak variables, nor
-read its input.
+Probe snippets run as root inside one larger script (`set +e`) with stdin from /dev/null, each in a
+process of its own (runner/probe.py), so it can neither exit that script, nor leak variables, nor read
+its input; a quick one (`quick_block`) shares one process with the other quick ones, in turn.
 Probe output is `key=value` lines; values that may hold newlines or binary are base64 (`base64 -w0`).
 """
 
@@ -14,7 +14,7 @@ import re
 
 from provision.ops.base import Probe
 from provision.secrets import REDACTOR
-from provision.shell import parse_fields, quote
+from provision.shell import QUICK_PROBE, parse_fields, quote
 
 MODE_PATTERN = re.compile(r"^0?[0-7]{3,4}$")
 
@@ -24,6 +24,14 @@ def probe_block(body: str) -> str:
     script already runs every snippet in a process of its own (runner/probe.py), and a fork costs the
     host ~0.5 ms, in every snippet of every run."""
     return f"{{\nset +eu\n{body.strip()}\n}} </dev/null 2>/dev/null\n"
+
+
+def quick_block(body: str) -> str:
+    """`probe_block` for a body that only reads local state (stat, dpkg-query, systemctl show: no daemon
+    that may hang, no network): the batch runs it in one process with the other quick snippets, in turn,
+    not in a fork of its own. Such a body sets every variable it reads and never exits: the snippet
+    before it in that process ran in the same shell."""
+    return QUICK_PROBE + probe_block(body)
 
 
 def fields_probe(body: str) -> Probe[dict[str, str]]:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from provision.errors import TaskFailed
 from provision.ops.base import OpArgs, Operation, Plan, Probe, register
-from provision.ops.scripting import probe_block
+from provision.ops.scripting import quick_block
 from provision.shell import Command, parse_fields, quote
 
 PROPERTIES = "LoadState,ActiveState,SubState,UnitFileState,NeedDaemonReload"
@@ -44,7 +44,7 @@ class SystemdOperation(Operation):
     Args = SystemdArgs
 
     def probe(self, args: SystemdArgs) -> Probe[dict[str, str]]:
-        return Probe(probe_block(f"systemctl show -p {PROPERTIES} -- {quote(args.name)}"), unit_state)
+        return Probe(quick_block(f"systemctl show -p {PROPERTIES} -- {quote(args.name)}"), unit_state)
 
     def plan(self, args: SystemdArgs, facts: Any, unit: dict[str, str]) -> Plan:
         steps = self._steps(args, unit)

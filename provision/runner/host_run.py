@@ -51,7 +51,7 @@ class RunOptions:
 @dataclass
 class HostState:
     """What persists for one host across plays: its connection, facts, registered results, and the
-    run lock (asked for as soon as the connection opens, confirmed once the facts are in)."""
+    run lock (asked for with the first batch of probes, confirmed once the facts are in)."""
 
     name: str
     connect: Callable[[], Connection]
@@ -61,6 +61,7 @@ class HostState:
     round_trips_before: int = 0
     lock: RunLock | None = None
     lock_confirmed: bool = False
+    lock_round_trips: int = 0  # batches that went on the run lock's channel (`fill`)
     opening: Future[Connection] | None = None
     # handlers an earlier run notified and never ran, by play (runner/pending_handlers.py)
     pending_handlers: dict[str, list[str]] | None = None  # None: not read yet in this run
@@ -81,12 +82,19 @@ class HostState:
         return self.facts
 
     def open_early(self, pool: Executor) -> None:
-        """Start connecting (and asking for the run lock) now, in `pool`, while this host's tasks
-        are still being rendered: the handshake waits on the network and the host, not on us."""
+        """Start connecting now, in `pool`, while this host's tasks are still being rendered: the
+        handshake waits on the network and the host, not on us."""
         if self.conn is None and self.opening is None:
             self.opening = pool.submit(self._open)
 
     def connection(self) -> Connection:
+        """The connection, the run lock asked for on it (when the first batch did not ask already)."""
+        conn = self._connected()
+        if self.lock is not None and not self.lock.started:
+            self.lock.start(conn)
+        return conn
+
+    def _connected(self) -> Connection:
         if self.conn is None:
             opening, self.opening = self.opening, None
             self.conn = opening.result() if opening is not None else self._open()
@@ -95,10 +103,25 @@ class HostState:
         return self.conn
 
     def _open(self) -> Connection:
-        conn = self.connect()
-        if self.lock is not None:
-            self.lock.start(conn)
-        return conn
+        return self.connect()
+
+    def fill(self, cache: ProbeCache, snippets: list[str]) -> None:
+        """Probe these snippets; the host's first batch goes with the run lock, on its channel: the
+        lock script runs it once the lock is taken (one channel and shell less on the host). Where the
+        lock is held, the batch runs on its own as before, and `confirm_lock` decides."""
+        conn = self._connected()
+        lock = self.lock
+        if lock is None or lock.started:
+            cache.fill(conn, snippets)
+            return
+
+        def with_the_lock(script: str, token: str) -> str | None:
+            lock.start(conn, batch=(script, token))
+            output = lock.batch_output()
+            self.lock_round_trips += output is not None
+            return output
+
+        cache.fill(conn, snippets, first=with_the_lock)
 
     def confirm_lock(self) -> bool:
         """Hold the run lock (waiting or refusing as configured); True when it was taken only after
@@ -129,7 +152,7 @@ class HostState:
 
     @property
     def round_trips(self) -> int:
-        return self.round_trips_before + (self.conn.round_trips if self.conn else 0)
+        return self.round_trips_before + self.lock_round_trips + (self.conn.round_trips if self.conn else 0)
 
 
 class PlayOnHost:
@@ -373,7 +396,7 @@ class PlayOnHost:
             pending_handlers.read_snippet(self.options.handlers_dir)
         # rendered before asking for the connection: the handshake proceeds meanwhile
         snippets = [facts_probe, pending_probe, *self.probe_ahead(tasks), *self.recalled_from_here()]
-        self.cache.fill(self.state.connection(), snippets)
+        self.state.fill(self.cache, snippets)
         if facts_probe:
             gathered = facts_from(self.cache.get(facts_probe), self.state.name)
             self.state.facts = gathered if known is None else known.merged(gathered)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 
+from provision.shell import QUICK_PROBE
 from provision.shell import quote as shell_quote
 
 FOLDER = "/var/lib/provision/handlers"
@@ -31,7 +32,7 @@ def play_key(play_name: str) -> str:
 
 def read_snippet(folder: str = FOLDER) -> str:
     """Probe snippet: `KEY<TAB>HANDLER` for each pending handler of every play."""
-    return (f'for f in {shell_quote(folder)}/*; do [ -f "$f" ] || continue; '
+    return (f'{QUICK_PROBE}for f in {shell_quote(folder)}/*; do [ -f "$f" ] || continue; '
             'while IFS= read -r name; do printf \'%s\\t%s\\n\' "${f##*/}" "$name"; done < "$f"; done; true')
 
 

@@ -1,16 +1,17 @@
 """One run per host: a lock on the host, held by a session of the run, with a heartbeat.
 
-The lock script (run_lock.sh) is started on its own channel right after connecting, beside the facts
-probe (no extra wait): it takes flock(2) on /var/lib/provision/run.lock, records who holds it in
-run.holder.json (root's, 0600: the controller's id and host, pid, the pid's start time, and the
-sub-command and inventory only, never `-e` values or other arguments, which may be secrets) and
-writes a beat every second for as long as the run's controller keeps the channel open. A controller
-that closes the channel (a run that ends) releases the lock at once (the holder reads end of file
-on its stdin: a rerun right after finds it free); one that dies or loses the network releases it by
-itself (the holder's next write fails). A second run is refused at once naming the holder, or waits
-(`--wait-lock SECONDS`). A holder whose controller is provably gone — the same controller (its id:
-a random id kept in the user's controller cache, so two containers or machines with one hostname
-are told apart), and that pid no longer runs with that start time — is ended and the lock taken.
+The lock script (run_lock.sh) is started with the host's first probe batch, on one channel: it takes
+flock(2) on /var/lib/provision/run.lock, records who holds it in run.holder.json (root's, 0600: the
+controller's id and host, pid, the pid's start time, and the sub-command and inventory only, never
+`-e` values or other arguments, which may be secrets), runs the batch (`HostState.fill`; where the
+lock is held it runs on its own) and writes a beat every second for as long as the run's controller
+keeps the channel open. A controller that closes the channel (a run that ends) releases the lock at
+once (the holder reads end of file on its stdin: a rerun right after finds it free); one that dies
+or loses the network releases it by itself (the holder's next write fails). A second run is refused
+at once naming the holder, or waits (`--wait-lock SECONDS`). A holder whose controller is provably
+gone — the same controller (its id: a random id kept in the user's controller cache, so two
+containers or machines with one hostname are told apart), and that pid no longer runs with that
+start time — is ended and the lock taken.
 
 The beat is also the run's liveness signal: when no beat arrives for `silent_after_s`, the host is
 silent (packets dropped, host hung) and the watchdog closes the connection, so the command in flight
@@ -30,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ LOCK_DIR = "/var/lib/provision"
 GUARD_UNIT = re.compile(r"^provision-guard-[A-Za-z0-9_.@-]+$")
 CONTROLLER_ID = re.compile(r"^[0-9a-f]{32}$")
 ANSWER_TIMEOUT_S = 30.0
+TAKEN = 'echo "lock=taken"\n'  # run_lock.sh's line after which the lock is held
 POLL_S = 2.0
 
 
@@ -51,8 +54,11 @@ class RunLockHeld(ProvisionError):
     """Another run holds this host."""
 
 
+@cache
 def lock_script() -> str:
-    return resources.files("provision.runner").joinpath("run_lock.sh").read_text(encoding="utf-8")
+    """run_lock.sh without its comment lines (the host's bash reads a script byte by byte)."""
+    text = resources.files("provision.runner").joinpath("run_lock.sh").read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))
 
 
 def process_start(pid: int) -> str:
@@ -154,22 +160,52 @@ class RunLock:
         self._failure: Exception | None = None
         self._closed = False
         self._stopped_guard = False
+        self.started = False
+        self._batch_end = ""
+        self._batch_lines: list[str] = []
+        self._batch_done = threading.Event()
 
-    def start(self, conn: Connection, break_pid: int | None = None, stop_guard: str = "") -> None:
-        """Ask for the lock on `conn` without waiting, not even for its channel to open (the facts probe
-        goes out meanwhile); read the answer with `confirm`."""
+    def start(self, conn: Connection, break_pid: int | None = None, stop_guard: str = "",
+              batch: tuple[str, str] | None = None) -> None:
+        """Ask for the lock on `conn` without waiting, not even for its channel to open; read the answer
+        with `confirm`. `batch` (a probe batch's script and its token): run once the lock is taken, on
+        the lock's own channel (one channel, one shell less on the host: ~5 ms of its CPU); its output
+        is read with `batch_output`."""
         holder = json.dumps(self.me)[:-1]
         env = {"LOCK_DIR": self.lock_dir, "HOLDER": holder, "GRACE_S": "2", "BREAK_PID": str(break_pid or ""),
                "STOP_GUARD": stop_guard}
         self._answer, self._answered, self._failure = [], threading.Event(), None
+        self._batch_end = f"@@{batch[1]} end" if batch else ""
+        self._batch_lines, self._batch_done = [], threading.Event()
+        self.started = True
         self.silent_for = None
         self.last_beat = time.monotonic()
-        threading.Thread(target=self._run, args=(conn, env, self._answer, self._answered), daemon=True,
+        script = lock_script()
+        if batch:  # without the lock's descriptor: no probe process can keep the lock after this shell
+            script = script.replace(TAKEN, f"{TAKEN}{{\n{batch[0]}}} 9>&-\nset -euo pipefail\n", 1)
+        threading.Thread(target=self._run, args=(conn, env, self._answer, self._answered, script), daemon=True,
                          name=f"run-lock {self.host_name}").start()
 
-    def _run(self, conn: Connection, env: dict[str, str], answer: list[str], answered: threading.Event) -> None:
+    def batch_output(self) -> str | None:
+        """The output of the batch `start` was given, once the lock was taken and the batch ran; None
+        when it did not run whole there (the lock was held, the channel failed): run it on its own."""
+        if not self._batch_end or not self.confirm_taken():
+            return None
+        self._batch_done.wait(ANSWER_TIMEOUT_S)
+        lines = list(self._batch_lines)
+        if not lines or lines[-1] != self._batch_end:
+            return None
+        return "".join(line + "\n" for line in lines)
+
+    def confirm_taken(self) -> bool:
+        """Whether the answer (waited for) is `lock=taken`."""
+        self._answered.wait(ANSWER_TIMEOUT_S)
+        return self._failure is None and any(line.startswith("lock=taken") for line in self._answer)
+
+    def _run(self, conn: Connection, env: dict[str, str], answer: list[str], answered: threading.Event,
+             script: str) -> None:
         try:
-            stream = conn.start(lock_script(), sudo=True, env=env)
+            stream = conn.start(script, sudo=True, env=env)
         except Exception as error:  # the channel did not open: confirm reports it
             self._failure = error
             answered.set()
@@ -184,9 +220,15 @@ class RunLock:
 
     def _read(self, stream: LineStream, answer: list[str], answered: threading.Event, conn: Connection) -> None:
         watchdog_started = False
+        batch_lines, batch_done, batch_end = self._batch_lines, self._batch_done, self._batch_end
         try:
             for line in stream:
                 self.last_beat = time.monotonic()
+                if answered.is_set() and batch_end and not batch_done.is_set():
+                    batch_lines.append(line)
+                    if line == batch_end:
+                        batch_done.set()
+                    continue
                 if not answered.is_set():
                     answer.append(line)
                     if line.startswith("lock=taken") or line.startswith("holder="):
@@ -197,6 +239,7 @@ class RunLock:
         except Exception:  # the channel died: the watchdog or the command in flight reports it
             pass
         answered.set()
+        batch_done.set()
 
     def _watch(self, stream: LineStream, conn: Connection) -> None:
         while not self._closed and self.stream is stream:

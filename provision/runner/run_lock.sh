@@ -8,6 +8,8 @@
 # Env: LOCK_DIR, HOLDER (this run, one JSON object without its closing brace), GRACE_S (how long a
 # held lock is waited for before answering "held"), BREAK_PID (a holder shell proven orphaned),
 # STOP_GUARD (an upgrade guard's unit holding the lock: this run takes over from it, vllm/guard.sh).
+# run_lock.py may put the run's first probe batch after the `lock=taken` line: it runs under the lock,
+# on this channel, before the beat starts. Comment lines are not sent (run_lock.py `lock_script`).
 set -euo pipefail
 # (builtins where they do: this runs on every host at the start of every run)
 [ -d "$LOCK_DIR" ] || mkdir -p -- "$LOCK_DIR"
@@ -27,13 +29,14 @@ if ! flock -w "${GRACE_S:-2}" 9; then
     exit 0
   fi
 fi
-# the folder is root's own (no one else can plant a file here): this shell's pid names the temp file
-tmp="$holder.$$"
-# 0600: only root reads who holds the lock (an older record, 0644, is replaced by this one); the
-# umask in this shell, not a subshell (a fork): it creates no other file
+# 0600: only root reads who holds the lock. Written in place under the lock (a fresh file and `mv`
+# cost the host a process in every run): a new record is made 0600 by the umask (in this shell, not
+# a subshell: a fork), and one kept keeps its mode; an older record (0644, from before) is made 0600
+# once, which the marker file remembers. A reader reads it only after the lock was held from it for
+# GRACE_S: at worst it finds it empty (then the run is refused naming no holder).
 umask 077
-printf '%s, "lock_pid": %s}\n' "${HOLDER:?set by run_lock.py: this run as JSON}" "$$" > "$tmp"
-mv -f -- "$tmp" "$holder"
+[ -e "$LOCK_DIR/run.holder.0600" ] || { [ ! -e "$holder" ] || chmod 600 -- "$holder"; : > "$LOCK_DIR/run.holder.0600"; }
+printf '%s, "lock_pid": %s}\n' "${HOLDER:?set by run_lock.py: this run as JSON}" "$$" > "$holder"
 echo "lock=taken"
 # the beat: the controller's watchdog reads it (a silent host is reported unreachable), and the
 # write that fails once the controller is gone ends this shell and with it the lock. Between beats

@@ -28,8 +28,9 @@ while [ -e "$armed" ]; do
   sleep 1
 done
 [ -e "$armed" ] || exit 0
-printf '{"controller_host": "%s (upgrade guard)", "controller_pid": %s, "started": "%s", "command": "upgrade guard of %s", "guard_unit": "%s"}\n' \
-  "$(hostname)" "$$" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$UNIT" "$GUARD_UNIT" > "$(dirname "$LOCK")/run.holder.json"
+# the holder record is root's to read (run_lock.sh), made 0600 if it is new
+(umask 077; printf '{"controller_host": "%s (upgrade guard)", "controller_pid": %s, "started": "%s", "command": "upgrade guard of %s", "guard_unit": "%s"}\n' \
+  "$(hostname)" "$$" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$UNIT" "$GUARD_UNIT" > "$(dirname "$LOCK")/run.holder.json")
 healthy() { [ "$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$HEALTH_URL")" = 200 ]; }
 # record.*.json carry a placeholder for how/why; what goes in must not break JSON or sed
 fill() {  # file placeholder text

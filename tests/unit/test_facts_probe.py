@@ -127,3 +127,24 @@ def test_only_nvidias_apt_sources_are_listed_as_nvidia_sources(tmp_path: Path) -
     result = run_wrapped(script, dict(os.environ))
     assert parse_probe(result.stdout).nvidia_apt_sources == (
         AptSourceLine(path=f"{lists}/cuda-ubuntu2404-x86_64.list", line=cuda),)
+
+
+def test_the_probe_for_some_sections_carries_only_their_functions_and_prints_what_the_whole_one_does(
+        tmp_path: Path) -> None:
+    """The trimmed probe (the sections asked for, the functions they call, no comments) against the
+    whole probe, on this machine with the same stand-ins: the same sections, the same text (but the
+    counters that move between two runs)."""
+    from provision.facts.sections import registry
+
+    smi = "echo '0, NVIDIA GeForce RTX 5090, 0x2B85, 575.64, 12.0, 32607'"
+    env = stub_commands(tmp_path / "bin", {"nvidia-smi": smi, "mokutil": "echo 'SecureBoot enabled'"})
+    names = tuple(section.name for section in registry().sections)
+    trimmed, whole = (split_sections(run_wrapped(f"PROBE_SECTIONS='{' '.join(names)}'\n{script}", env).stdout)
+                      for script in (_probe_script(names), probe_script()))
+    moving = {"meminfo", "disk-free", "sessions"}
+    assert trimmed.keys() == whole.keys() >= KNOWN_SECTIONS
+    assert {k: v for k, v in trimmed.items() if k not in moving} == {k: v for k, v in whole.items() if k not in moving}
+    one = _probe_script(("nvidia-packages",))
+    assert "probe_nvidia_packages() {" in one and "probe_nvidia_smi" not in one and "probe_os_release" not in one
+    assert not [line for line in one.splitlines() if line.lstrip().startswith("#")]
+    assert len(one) < len(probe_script()) / 4

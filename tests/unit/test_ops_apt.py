@@ -174,6 +174,18 @@ def test_probe_reads_the_real_package_database() -> None:
     assert result.summary == "refresh apt cache; install surely-not-a-package"
 
 
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs a Debian-like machine")
+def test_the_lists_age_is_read_only_where_the_plan_may_refresh_them() -> None:
+    """A converged rerun (every package installed) skips the stat of every list; a missing one, a
+    pinned version or `latest` reads it, and the plan is the same as with the age known."""
+    installed = probe_local("apt", name=["bash"], update_cache=True)
+    assert "lists_mtime=" not in installed and "now=" in installed
+    assert plan("apt", installed, name=["bash"], update_cache=True).changed is False
+    for args in ({"name": ["bash", "surely-not-a-package"]}, {"name": ["bash"], "state": "latest"}):
+        assert "lists_mtime=" in probe_local("apt", update_cache=True, **args)
+    assert "lists_mtime=" not in probe_local("apt", name=["surely-not-a-package"])  # no update_cache
+
+
 def test_a_probe_that_printed_nothing_is_refused() -> None:
     with pytest.raises(TaskFailed, match="printed nothing usable"):
         plan("apt", "", name=["curl"])
@@ -299,7 +311,7 @@ def test_the_cache_age_is_the_newest_package_list_or_update_stamp(tmp_path):
     import os
     import subprocess
 
-    from provision.ops.apt import PROBE_SYSTEM, UPDATE_STAMP, parse_state
+    from provision.ops.apt import PROBE_LISTS, UPDATE_STAMP, parse_state
 
     lists = tmp_path / "lists"
     (lists / "partial").mkdir(parents=True)
@@ -312,7 +324,7 @@ def test_the_cache_age_is_the_newest_package_list_or_update_stamp(tmp_path):
     os.utime(lists / "partial", (NOW - 5, NOW - 5))
     stamp.write_text("")
     os.utime(stamp, (NOW - 5400, NOW - 5400))
-    script = PROBE_SYSTEM.replace("/var/lib/apt/lists", str(lists)).replace(UPDATE_STAMP, str(stamp))
+    script = PROBE_LISTS.replace("/var/lib/apt/lists", str(lists)).replace(UPDATE_STAMP, str(stamp))
     out = subprocess.run(["bash", "-c", f"set +e +u\n{script}"], capture_output=True, text=True, check=True).stdout
     assert f"lists_mtime={NOW - 3600}\n" in out
     assert parse_state(f"now={NOW}\nlists_mtime={NOW - 3600}\n").cache_age == 3600

@@ -176,9 +176,31 @@ def test_a_file_read_whole_is_not_hashed_on_the_host(tmp_path) -> None:
     probe = file_state_probe(str(target))
     out = subprocess.run(["bash", "-c", f"set +e +u\n{probe.snippet}"], capture_output=True, text=True,
                          check=True).stdout
-    assert "content=" in out and "sha256=" not in out
+    assert ("content=" in out or "text=" in out) and "sha256=" not in out
     state = probe.parse(out)
     assert state.sha256 == sha256_hex(target.read_bytes()) and state.content == target.read_bytes()
     big = file_state_probe(str(target), want_content=False)
     out = subprocess.run(["bash", "-c", f"set +e +u\n{big.snippet}"], capture_output=True, text=True, check=True).stdout
     assert "content=" not in out and big.parse(out).sha256 == sha256_hex(target.read_bytes())
+
+
+def test_the_probe_brings_back_every_file_byte_for_byte_text_without_a_process(tmp_path):
+    """Small printable ASCII comes back as escaped text (bash reads it: no base64 process); CRLF,
+    UTF-8, a NUL byte, a file over the text cap come back as base64; all of them exactly."""
+    import subprocess
+
+    from provision.ops.filestate import TEXT_CAP, file_state_probe
+
+    files = {"json": b'{\n  "a": "b\\\\c",\t"x": 1\n}\n', "no-newline": b"last line", "empty": b"",
+             "blank-lines": b"\n\n", "crlf": b"line\r\n", "utf8": "café\n".encode(), "nul": b"a\0b\n",
+             "big": b"x" * (TEXT_CAP + 1)}
+    sent_as = {}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        probe = file_state_probe(str(tmp_path / name))
+        out = subprocess.run(["bash", "-c", f"export LC_ALL=C\n{probe.snippet}"], capture_output=True, text=True,
+                             check=True).stdout
+        assert probe.parse(out).content == data, name
+        sent_as[name] = "text" if "\ntext=" in f"\n{out}" else "base64"
+    assert sent_as == {"json": "text", "no-newline": "text", "empty": "text", "blank-lines": "text",
+                       "crlf": "base64", "utf8": "base64", "nul": "base64", "big": "base64"}

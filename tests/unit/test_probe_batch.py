@@ -63,3 +63,49 @@ def test_many_snippets_stay_within_the_open_files_limit_and_big_outputs_wait_the
     outputs = split_output(out, "tok", 1200)
     assert [len(text) for text in outputs[:3]] == [300001, 2, 300001]
     assert outputs[3:] == [f"{index}\n" for index in range(3, 1200)]
+
+
+def test_quick_snippets_share_one_process_and_each_keeps_its_own_output():
+    from provision.shell import QUICK_PROBE
+
+    pid = "echo $BASHPID"
+    snippets = [pid, QUICK_PROBE + pid, pid, QUICK_PROBE + "false; " + pid, QUICK_PROBE + "printf 'a\\nb\\n'"]
+    outputs = split_output(run_bash(build_script(snippets, "tok")), "tok", 5)
+    assert outputs[4] == "a\nb\n"
+    assert outputs[1] == outputs[3]  # the quick ones: one process, in turn
+    assert len({outputs[0], outputs[1], outputs[2]}) == 3  # the others: a process each
+
+
+def test_sections_are_read_by_their_index_whatever_order_they_came_in():
+    out = "@@tok 1\nb\n@@tok 0 secret\na\n@@tok end\n"
+    assert split_output(out, "tok", 2) == ["a\n", "b\n"]
+    with pytest.raises(ValueError, match="incomplete"):
+        split_output("@@tok 1\nb\n@@tok end\n", "tok", 2)
+
+
+
+def test_with_one_snippet_that_may_wait_the_quick_ones_run_in_the_batch_shell_and_no_cat():
+    from provision.shell import QUICK_PROBE
+
+    pid = "echo $BASHPID"
+    script = build_script([pid, QUICK_PROBE + pid, QUICK_PROBE + "printf 'a\\n\\nb\\n'"], "tok")
+    assert "cat " not in script
+    shell, out = run_bash(f"echo $$\n{script}").split("\n", 1)
+    outputs = split_output(out, "tok", 3)
+    assert outputs[1] == f"{shell}\n"  # the quick one: in the batch's own shell, no fork
+    assert outputs[0] != outputs[1]  # the other: a subshell
+    assert outputs[2] == "a\n\nb\n"
+
+
+def test_a_script_read_at_once_runs_whole_keeps_stdin_and_never_runs_cut_short():
+    """`read_at_once` (what the SSH connection sends to `bash -s`): multi-byte text, a payload on fd 3,
+    the rest of stdin left to the script (the run lock reads it); a script cut short runs nothing."""
+    from provision.connection.base import read_at_once, wrap_script
+
+    script = wrap_script('echo "héllo"; cat <&3; read -r line; echo "then: $line"', b"payload\n", keep_stdin=True)
+    done = subprocess.run(["bash", "-s"], input=read_at_once(script) + b"from the controller\n", capture_output=True,
+                          check=True)
+    assert done.stdout.decode() == "héllo\npayload\nthen: from the controller\n"
+    cut = read_at_once(wrap_script("echo ran", None))[:-5]
+    done = subprocess.run(["bash", "-s"], input=cut, capture_output=True, check=False)
+    assert done.stdout == b"" and done.returncode != 0

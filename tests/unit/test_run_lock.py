@@ -145,3 +145,40 @@ def test_a_run_takes_over_from_an_upgrade_guard_holding_the_lock(tmp_path: Path,
     finally:
         guard.kill()
         guard.wait()
+
+
+def test_the_first_probe_batch_runs_on_the_lock_channel_once_the_lock_is_taken(tmp_path: Path):
+    from provision.runner.probe import build_script, split_output
+    from provision.shell import QUICK_PROBE
+
+    # the probes do not inherit the lock's descriptor (fd 9): none of them can hold the lock past the run
+    script = build_script(["echo one", QUICK_PROBE + "printf 'two \\xff\\n'; [ -e /proc/self/fd/9 ] && echo fd9"],
+                          "tok")
+    first = RunLock("here", lock_dir=str(tmp_path))
+    conn = LocalConnection("here", become=False)
+    first.start(conn, batch=(script, "tok"))
+    assert split_output(first.batch_output() or "", "tok", 2) == ["one\n", "two \ufffd\n"]
+    assert first.confirm(conn) is False
+    try:
+        second, conn2 = lock(tmp_path)  # the lock is still held after the batch: its beat goes on
+        with pytest.raises(RunLockHeld):
+            second.confirm(conn2)
+        third = RunLock("here", lock_dir=str(tmp_path))
+        third.start(conn2, batch=(script, "tok"))
+        assert third.batch_output() is None  # held elsewhere: the batch did not run there
+    finally:
+        first.release()
+
+
+def test_an_older_world_readable_holder_record_is_made_0600_and_then_written_in_place(tmp_path: Path):
+    record = tmp_path / "run.holder.json"
+    record.write_text('{"controller_host": "old"}\n')
+    record.chmod(0o644)  # as a version before the umask left it
+    for _ in range(2):
+        holder, conn = lock(tmp_path)
+        holder.confirm(conn)
+        try:
+            assert record.stat().st_mode & 0o777 == 0o600 and '"lock_pid": ' in record.read_text()
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["run.holder.0600", "run.holder.json", "run.lock"]
+        finally:
+            holder.release()
