@@ -14,6 +14,9 @@ Why each rule (the target's own documentation):
   a quoted string has no escape, so `"`, `\\` and line breaks are refused.
 - curl's config (curl(1) `--config`): within double quotes `\\\\` and `\\"` are escapes, and a line
   break would start another option line.
+- nginx (nginx's `resolver` directive, https://nginx.org/en/docs/http/ngx_http_core_module.html#resolver):
+  an address, IPv6 in brackets; `;` would end the directive and start another, so anything but an
+  address is refused.
 - deb822 (deb822(5), sources.list(5)): a field is one line unless continued by a line that starts
   with a space; a line break in a value would start a new field (`Trusted: yes`). A word of a
   multi-word field (URIs, Suites) holds no whitespace.
@@ -21,6 +24,7 @@ Why each rule (the target's own documentation):
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -90,3 +94,15 @@ def curl_config_string(value: object) -> str:
     `"` escaped; a control character (which no HTTP header holds) refused."""
     text = _refuse_control(str(value), "a curl config", shown=False)  # a header carries a token
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def nginx_address(value: object) -> str:
+    """An IP address as nginx's `resolver` takes it (IPv6 in brackets); what the office cache host's
+    /etc/resolv.conf names is host data, so anything else is refused."""
+    text = str(value).strip()
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        raise ValueError(f"{text[:80]!r} is not an IP address, which nginx's resolver needs") from None
+    return f"[{address}]" if address.version == 6 else str(address)

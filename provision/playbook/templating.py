@@ -150,7 +150,8 @@ def _shquote(value: Any) -> str:
     return quote(_finalize(value))
 
 
-ESCAPING_FILTERS = ("systemd_word", "systemd_value", "apt_conf_string", "deb822_value", "deb822_words")
+ESCAPING_FILTERS = ("systemd_word", "systemd_value", "apt_conf_string", "deb822_value", "deb822_words",
+                    "nginx_address")
 
 
 def _escaping(function: Callable[[Any], str]) -> Callable[[Any], str]:

@@ -213,16 +213,30 @@ def test_daemon_json_holds_hostile_strings_as_json() -> None:
     assert payloads and json.loads(payloads[0]) == data
 
 
+@pytest.mark.parametrize("name", ["hf-mirror.nginx.conf.j2", "registry-fill.nginx.conf.j2"])
+def test_the_cache_hosts_resolver_is_written_only_as_an_address(name: str) -> None:
+    """The resolver is what the cache host's /etc/resolv.conf names (host data): an address is kept,
+    IPv6 in brackets as nginx reads it; anything else (a `;` would start another directive) is refused."""
+    settings = yaml.safe_load((ROLES / "office_cache" / "defaults.yaml").read_text())
+    for output, written in [("10.0.2.3", "10.0.2.3"), ("[fd00::53]", "[fd00::53]")]:
+        text = render(name, office_cache_dns={"output": output}, **settings)
+        assert f"resolver {written} ipv6=off;" in text
+    for hostile in ["10.0.2.3;include/etc/shadow", "10.0.2.3 valid=1s", "dns.lan"]:
+        with pytest.raises(TemplateError, match="not an IP address"):
+            render(name, office_cache_dns={"output": hostile}, **settings)
+
+
 def test_every_template_is_covered_here() -> None:
     """A new template must be added to this file (or named here as holding no setting)."""
-    tested = {"cuda.sh.j2", "nvidia-no-unattended-upgrades.j2", "nvidia-driver.pref.j2", "seed-registry-config.yml.j2"}
+    tested = {"cuda.sh.j2", "nvidia-no-unattended-upgrades.j2", "nvidia-driver.pref.j2", "seed-registry-config.yml.j2",
+              "hf-mirror.nginx.conf.j2", "registry-fill.nginx.conf.j2"}
     no_strings = {  # constant files, or only integers and values of a declared `format:` (names, paths)
         "nvidia-dev-char-symlinks.service.j2", "gpu-in-container-check.sh", "logind-provision.conf.j2",
         "nvidia-persistenced-provision.conf.j2", "blacklist-nouveau.conf.j2", "modules-load-nvidia.conf.j2",
-        "apt-cacher-ng.conf.j2", "hf-mirror.nginx.conf.j2", "provision-seed-registry.service.j2", "seed-registry.sh",
+        "apt-cacher-ng.conf.j2", "provision-seed-registry.service.j2", "seed-registry.sh",
         "apt-proxy-detect.sh",
         # the office cache's registry: ports; its upstream (`format: url`) goes to nginx, not to the YAML
-        "registry-config.yml.j2", "registry-fill.nginx.conf.j2",
+        "registry-config.yml.j2",
         # office_gateway: addresses of `format: host`, ints; haproxy -c reads it (test_roles_office_gateway.py)
         "haproxy.cfg.j2",
         # office users' keys and names: checked by provision/office_gateway/users.py (test_office_gateway_users.py)
