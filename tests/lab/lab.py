@@ -125,6 +125,11 @@ class Lab:
         """Every host of this lab, as recorded on disk."""
         return [LabHost.load(d) for d in sorted((self.dir / "hosts").glob("*")) if (d / "host.json").is_file()]
 
+    def remove_hosts_except(self, kept: set[str]) -> None:
+        """Remove every host of this lab whose name is not in `kept` (in parallel)."""
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(LabHost.remove, [host for host in self.hosts() if host.name not in kept]))
+
     def down(self) -> None:
         """Stop the supervisor, remove every host (and any container left labelled with this lab),
         stop the registry."""
