@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from provision.errors import TaskFailed
+from provision.facts.stat_rows import PATH_LINE, STAT_FORMAT
 from provision.ops.base import Operation, Plan, Probe
 from provision.ops.scripting import atomic_write_script, chown_spec, quick_block
 from provision.shell import Command, parse_fields, quote
@@ -50,10 +51,14 @@ def file_state_probe(path: str, *, want_content: bool = True, unless_sha256: str
     else:  # the content comes back: its sha256 is taken by the controller (parse_file_state), not here
         read_file = f"if {small}; then {TEXT_OR_BASE64.replace('SEND_IT', send_it)}\n  else {hash_it}; fi"
     body = f"""
-p={quote(path)}
+{PATH_LINE}{quote(path)}
 if [ -L "$p" ]; then p=$(readlink -f -- "$p"); echo "target=$p"; fi
 attributes() {{
-  set -- $(stat -c '%a %u %g %U %G %s' -- "$p")
+  local row='' line
+  while IFS= read -r line; do [ "${{line#* * * * * * }}" = "$p" ] && {{ row=${{line%" $p"}}; break; }}
+  done <<<"${{_stat_rows:-}}"
+  [ -n "$row" ] || row=$(stat -c '{STAT_FORMAT}' -- "$p")
+  set -- $row
   echo "mode=$1"; echo "uid=$2"; echo "gid=$3"; echo "owner=$4"; echo "group=$5"; size=$6
 }}
 if [ -d "$p" ]; then echo type=directory; attributes

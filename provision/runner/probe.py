@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from provision.connection.base import Connection
 from provision.errors import CommandFailed
 from provision.facts.dpkg_rows import batch_prelude
+from provision.facts.stat_rows import stat_prelude
 from provision.secrets import SECRET_PROBE, hide_secret_sections
 from provision.shell import QUICK_PROBE
 
@@ -38,7 +39,7 @@ def build_script(snippets: Iterable[str], token: str) -> str:
     (64 KiB) waits for `cat` to reach it. No temp folder, no job control.
     """
     snippets = list(snippets)
-    parts = ["set +e +u +o pipefail", *filter(None, [batch_prelude(snippets)])]
+    parts = ["set +e +u +o pipefail", *filter(None, [batch_prelude(snippets), stat_prelude(snippets)])]
     for index, snippet in enumerate(snippets):
         label = f"{index} secret" if snippet.startswith(SECRET_PROBE) else str(index)
         parts.append(f"_probe{index}() {{ echo '@@{token} {label}'\n{{ {snippet}\n}} </dev/null\n}}")

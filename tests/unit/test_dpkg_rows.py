@@ -3,7 +3,6 @@ package database: alone, and in a probe batch whose one dpkg-query read every ca
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from provision.facts.dpkg_rows import dpkg_rows_shell, patterns_called
 from provision.runner.probe import build_script, split_output
+from tests.unit.command_counting import counting
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs a Debian-like machine")
 
@@ -29,15 +29,6 @@ def dpkg_query(name: str, patterns: list[str]) -> str:
                           text=True).stdout
 
 
-def counting_dpkg_query(folder: Path) -> dict[str, str]:
-    """dpkg-query on PATH that notes each call in folder/calls, then runs the real one."""
-    folder.mkdir()
-    real = shutil.which("dpkg-query")
-    (folder / "dpkg-query").write_text(f'#!/bin/sh\necho x >> {folder}/calls\nexec {real} "$@"\n')
-    (folder / "dpkg-query").chmod(0o755)
-    return {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
-
-
 def test_alone_it_prints_what_dpkg_query_prints():
     words = " ".join(f"'{p}'" for p in PATTERNS[:4])
     for name in FORMATS:
@@ -47,7 +38,7 @@ def test_alone_it_prints_what_dpkg_query_prints():
 
 
 def test_a_batch_reads_the_database_once_and_each_call_gets_its_own_rows(tmp_path: Path):
-    env = counting_dpkg_query(tmp_path / "bin")
+    env = counting("dpkg-query", tmp_path / "bin")
     calls = [("facts", PATTERNS[:3]), ("apt", PATTERNS[3:]), ("apt", ["bash:amd64"])]
     snippets = [f"{dpkg_rows_shell()}\ndpkg_rows {name} {' '.join(repr(p) for p in words)}; {SHOW}"
                 for name, words in calls]

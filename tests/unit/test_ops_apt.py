@@ -295,14 +295,51 @@ def test_apply_shows_the_dpkg_lock_wait_as_progress():
 def test_the_interrupted_dpkg_check_reads_the_states_dpkg_audit_lists(tmp_path, status, interrupted):
     """The probe's one grep on dpkg's status file finds what `dpkg --audit` calls installed only
     partially (the states `dpkg --configure -a` finishes), in a stanza as dpkg writes it."""
-    import subprocess
-
-    from provision.ops.apt import DPKG_INTERRUPTED
-
     stanza = f"Package: jq\nStatus: {status}\nPriority: optional\nVersion: 1.6-2.1\n\n"
     (tmp_path / "status").write_text("Package: base-files\nStatus: install ok installed\n\n" + stanza)
-    found = subprocess.run(["grep", "-Eq", DPKG_INTERRUPTED, str(tmp_path / "status")], check=False).returncode == 0
-    assert found is interrupted
+    assert ("dpkg_audit=1" in interrupted_check(tmp_path)) is interrupted
+
+
+def interrupted_check(folder) -> str:
+    """The apt probe's interrupted-dpkg lines run by bash on `folder`/status, stamps in `folder`."""
+    import subprocess
+
+    from provision.ops.apt import interrupted_dpkg_probe
+
+    script = interrupted_dpkg_probe(str(folder / "status"), str(folder / "read"))
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_status_file_is_read_again_only_when_it_changed_or_was_not_clean(tmp_path):
+    """A converged rerun skips the grep (its cost is most of an apt probe's) while the status file is
+    older than the last read that found it clean; a write of it after that read, a read that found a
+    package half-way, or a read cut short before it said clean (a killed probe) make the next read again.
+    Shown by a status file whose content changed under an unchanged time: read or not read."""
+    import os
+
+    status, checked, clean = tmp_path / "status", tmp_path / "read.checked", tmp_path / "read.clean"
+    half = "Package: jq\nStatus: install ok unpacked\n\n"
+
+    def write_status(text: str, age_s: float) -> None:
+        status.write_text(text)
+        os.utime(status, (status.stat().st_atime, status.stat().st_mtime - age_s))
+
+    write_status("Package: jq\nStatus: install ok installed\n\n", 10)
+    assert interrupted_check(tmp_path) == "" and checked.exists() and clean.exists()
+    write_status(half, 10)  # changed, but its time says older than the clean read: not read
+    assert interrupted_check(tmp_path) == ""
+    write_status(half, -1)  # written after that read: read again, found
+    assert interrupted_check(tmp_path) == "dpkg_audit=1\n"
+    write_status(half, 10)  # a read that found it half-way says so again, whatever the times
+    assert interrupted_check(tmp_path) == "dpkg_audit=1\n"
+    write_status("Package: jq\nStatus: install ok installed\n\n", 10)
+    assert interrupted_check(tmp_path) == ""  # repaired: read, clean
+    write_status(half, 10)
+    os.utime(clean, (clean.stat().st_atime, checked.stat().st_mtime - 1))  # killed between its two stamps
+    assert interrupted_check(tmp_path) == "dpkg_audit=1\n"
+    checked.unlink()
+    clean.unlink()  # no stamps (a host an older provision converged): read
+    assert interrupted_check(tmp_path) == "dpkg_audit=1\n"
 
 
 def test_the_cache_age_is_the_newest_package_list_or_update_stamp(tmp_path):
