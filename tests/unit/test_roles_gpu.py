@@ -111,6 +111,24 @@ def test_disk_refusal_fails_at_once_with_what_was_measured() -> None:
         disk_check(preflight_min_free_gib=10_000_000, preflight_disk_path="/nonexistent/docker")
 
 
+def test_a_rerun_needs_room_only_for_what_is_not_here_yet(tmp_path) -> None:
+    """The weights already in the cache count as found (the image too, by `docker image inspect`): a
+    laptop serving its model with less free disk than a first apply needs can still take a flag change.
+    Shown on this machine's disk with a sparse 4 GiB blob (its apparent size: what a fetch would write)."""
+    import shutil
+
+    free_gib = shutil.disk_usage(tmp_path).free // 2**30
+    blobs = tmp_path / "hub" / "models--provision-test--model" / "blobs"
+    blobs.mkdir(parents=True)
+    check = {"preflight_min_free_gib": free_gib + 2, "preflight_disk_path": str(tmp_path), "hf_home": str(tmp_path),
+             "hf_model": "provision-test/model", "vllm_image": "provision-test/not-an-image:none"}
+    with pytest.raises(TaskFailed, match=r"the image and the weights already here: 0 MiB"):
+        disk_check(**check)
+    with (blobs / "0123abcd").open("wb") as blob:
+        blob.truncate(4 * 2**30)
+    assert disk_check(**check).summary.endswith("the image and the weights already here: 4096 MiB)")
+
+
 def test_the_gpu_found_is_reported_with_what_the_driver_knows() -> None:
     working = render_tasks(facts(WORKING_UBUNTU))["NVIDIA GPU found"].args.msg
     assert working == ("0000:02:00.0 [10de:2c58]: NVIDIA GeForce RTX 5090 Laptop GPU, compute capability 12.0, "
