@@ -114,11 +114,20 @@ def host_saw(host: LabHost, command: str) -> bool:
     return rc == 0
 
 
+# the reboot a run scheduled (provision/ops/reboot.py::reboot_script: `sleep 2; systemctl reboot`, so
+# that its SSH command returns first), seen by its shell's command line ([s]: not this probe's own)
+REBOOT_PENDING = "pgrep -f '^sh -c [s]leep 2; systemctl reboot' >/dev/null && echo pending; systemctl is-system-running"
+
+
 def host_down(host: LabHost) -> bool:
+    """The container is stopped, or a killed run's reboot is on its way (scheduled, or systemd stopping):
+    sshd still answers then, and a run started in that window finds the host gone mid-connect
+    ("Error reading SSH protocol banner", CI run 28 of the chain)."""
     try:
-        return host.exec("true")[0] != 0
+        rc, output = host.exec(REBOOT_PENDING)
     except Exception:
         return True
+    return rc not in (0, 1) or "pending" in output or "stopping" in output
 
 
 def one_task_past(host: str, tasks: list[str], last: str, last_static: str) -> Callable[[list[str]], bool]:
