@@ -134,8 +134,7 @@ class Lab:
         """Stop the supervisor, remove every host (and any container left labelled with this lab),
         stop the registry."""
         daemon.stop(self.dir / "supervisor.pid", "tests.lab.supervisor")
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(LabHost.remove, self.hosts()))
+        self.remove_hosts_except(set())
         for leftover in docker_client().containers.list(all=True, filters={"label": f"{LABEL_LAB}={self.dir}"}):
             leftover.remove(force=True)
         shutil.rmtree(self.dir / "hosts", ignore_errors=True)

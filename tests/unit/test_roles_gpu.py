@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,22 @@ def test_a_rerun_needs_room_only_for_what_is_not_here_yet(tmp_path) -> None:
     with (blobs / "0123abcd").open("wb") as blob:
         blob.truncate(4 * 2**30)
     assert disk_check(**check).summary.endswith("the image and the weights already here: 4096 MiB)")
+
+
+def test_what_docker_prints_is_counted_only_as_digits(tmp_path, monkeypatch) -> None:
+    """The image's size is the host's output: in bash arithmetic `a[$(cmd)]` would run cmd."""
+    import shutil
+
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "docker").write_text(f"#!/bin/sh\necho 'a[$(touch {tmp_path}/ran)]'\n")
+    (shim / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    free_gib = shutil.disk_usage(tmp_path).free // 2**30
+    with pytest.raises(TaskFailed, match=r"the image and the weights already here: 0 MiB"):
+        disk_check(preflight_min_free_gib=free_gib + 2, preflight_disk_path=str(tmp_path), hf_home=str(tmp_path),
+                   hf_model="provision-test/model", vllm_image="provision-test/image:x")
+    assert not (tmp_path / "ran").exists()
 
 
 def test_the_gpu_found_is_reported_with_what_the_driver_knows() -> None:

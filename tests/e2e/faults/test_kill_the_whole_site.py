@@ -122,7 +122,7 @@ REBOOT_PENDING = "pgrep -f '^sh -c [s]leep 2; systemctl reboot' >/dev/null && ec
 def host_down(host: LabHost) -> bool:
     """The container is stopped, or a killed run's reboot is on its way (scheduled, or systemd stopping):
     sshd still answers then, and a run started in that window finds the host gone mid-connect
-    ("Error reading SSH protocol banner", CI run 28 of the chain)."""
+    ("Error reading SSH protocol banner": run 28 of the chain in a `tests/run.sh -x` check run here)."""
     try:
         rc, output = host.exec(REBOOT_PENDING)
     except Exception:
