@@ -20,6 +20,9 @@ of `--per-host-mbit`, the cache host sends and receives through tbfs of `--cache
 LAN towards the hosts, the upstream fill from the hub and the registry), and nginx `limit_rate` of
 `--per-connection-mbit` per request stands in front of the cache's hub mirror and registry mirror
 (apt goes to apt-cacher-ng directly: it is an HTTP proxy, not a server nginx can stand in front of).
+`--per-connection-at upstream` puts that nginx between the cache and its upstreams (the hub, the
+registry) instead: where the hub's CDN limits a connection, while the LAN between the hosts and the
+cache limits none (nginx and docker-registry on the cache host set no rate).
 `--image-mib` adds random bytes to the stand-in vLLM image. The rollout is then compared with the LAN
 limit, from bytes counted on tap0 during the rollout (the fill counted apart from the serving: they
 overlap on a full-duplex link, so this errs on the generous side by at most the fill's share):
@@ -52,7 +55,7 @@ and without the model role's units beside it, the apt work is if anything less t
 
 Usage: benchmarks/office_cache.py [--hosts 5] [--shard-mib 8]   (runs its own lab; root; ~6 min for 5)
        benchmarks/office_cache.py --hosts 5 --throttle [--no-direct] [--image-mib 128] [--cache-mbit 1000]
-                                  [--serial all]
+                                  [--serial all] [--per-connection-at upstream]
 """
 
 from __future__ import annotations
@@ -128,6 +131,9 @@ def main() -> None:
     parser.add_argument("--per-host-mbit", type=float, default=200, help="--throttle: what each host receives")
     parser.add_argument("--cache-mbit", type=float, default=1000, help="--throttle: the cache host's link")
     parser.add_argument("--per-connection-mbit", type=float, default=200, help="--throttle: nginx limit_rate")
+    parser.add_argument("--per-connection-at", choices=("lan", "upstream"), default="lan",
+                        help="--throttle: nginx limit_rate between the hosts and the cache (lan), or between the "
+                             "cache and its upstreams, the hub and the registry (upstream: where a CDN limits)")
     parser.add_argument("--serial", default="1,100%", help="the rollout's batches; all: every host at once")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="plab-cache-bench-", dir="/var/tmp"))
@@ -163,11 +169,11 @@ def main() -> None:
         fleet = lab.new_hosts(args.hosts, prefix="cached")
         urls = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
                 for name, port in CACHE_PORTS.items()}
+        upstreams_at = {"hf_endpoint": hub_url, "office_cache_registry_upstream": f"http://{registry}"}
         if args.throttle:
-            nginx, urls = throttle_office(args, work, cache, fleet, urls)
-        variables = {"hf_endpoint": hub_url,
-                     "vllm_image": image.replace(f"{registry}/", ""),  # a Docker Hub name: via registry-mirrors
-                     "office_cache_registry_upstream": f"http://{registry}", "office_cache_min_free_gib": 1, **urls}
+            nginx, urls, upstreams_at = throttle_office(args, work, cache, fleet, urls, upstreams_at)
+        variables = {"vllm_image": image.replace(f"{registry}/", ""),  # a Docker Hub name: via registry-mirrors
+                     "office_cache_min_free_gib": 1, **upstreams_at, **urls}
         inventory = lab.write_inventory(work / "cached.yaml", [cache, *fleet], **variables)
         add_group(inventory, "office_cache", cache.name)
         mark = upstreams.snapshot()
@@ -210,19 +216,27 @@ def main() -> None:
 
 
 def throttle_office(args: argparse.Namespace, work: Path, cache: LabHost, fleet: list[LabHost],
-                    urls: dict[str, str]) -> tuple[PerConnection, dict[str, str]]:
+                    urls: dict[str, str], upstreams_at: dict[str, str],
+                    ) -> tuple[PerConnection, dict[str, str], dict[str, str]]:
     """The cache's link and each host's throttled; nginx per connection in front of the cache's hub and
-    registry mirrors; returns nginx and the cache's URLs as the hosts then reach it."""
+    registry mirrors (`--per-connection-at lan`) or in front of the hub and the registry as the cache
+    reaches them (`upstream`); returns nginx, the cache's URLs as the hosts then reach it and the
+    upstreams' URLs as the cache reaches them (`upstreams_at`: variable -> URL, each http://HOST:PORT)."""
     throttle_host(host_pid(cache), args.cache_mbit)
     throttle_sending(host_pid(cache), args.cache_mbit)
     for host in fleet:
         throttle_host(host_pid(host), args.per_host_mbit)
+    if args.per_connection_at == "upstream":
+        routes = {name: (free_port(20200 + 10 * n, set()), int(url.rsplit(":", 1)[1]))
+                  for n, (name, url) in enumerate(upstreams_at.items())}
+        nginx = PerConnection(work / "nginx", dict(routes.values()), args.per_connection_mbit)
+        return nginx, urls, {name: f"http://{MACHINE_FROM_HOSTS}:{port}" for name, (port, _) in routes.items()}
     routes = {name: (free_port(20200 + 10 * n, set()), cache.port(CACHE_PORTS[name]))
               for n, name in enumerate(("registry", "hf"))}
     nginx = PerConnection(work / "nginx", dict(routes.values()), args.per_connection_mbit)
     throttled = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{port}"
                  for name, (port, _) in routes.items()}
-    return nginx, {**urls, **throttled}
+    return nginx, {**urls, **throttled}, upstreams_at
 
 
 def apt_work(args: argparse.Namespace, lab: Lab, work: Path, cache: LabHost,
