@@ -170,10 +170,11 @@ def main() -> None:
         urls = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{cache.port(port)}"
                 for name, port in CACHE_PORTS.items()}
         upstreams_at = {"hf_endpoint": hub_url, "office_cache_registry_upstream": f"http://{registry}"}
+        through_nginx: dict[str, str] = {}
         if args.throttle:
-            nginx, urls, upstreams_at = throttle_office(args, work, cache, fleet, urls, upstreams_at)
+            nginx, through_nginx = throttle_office(args, work, cache, fleet, urls, upstreams_at)
         variables = {"vllm_image": image.replace(f"{registry}/", ""),  # a Docker Hub name: via registry-mirrors
-                     "office_cache_min_free_gib": 1, **upstreams_at, **urls}
+                     "office_cache_min_free_gib": 1, **upstreams_at, **urls, **through_nginx}
         inventory = lab.write_inventory(work / "cached.yaml", [cache, *fleet], **variables)
         add_group(inventory, "office_cache", cache.name)
         mark = upstreams.snapshot()
@@ -216,27 +217,22 @@ def main() -> None:
 
 
 def throttle_office(args: argparse.Namespace, work: Path, cache: LabHost, fleet: list[LabHost],
-                    urls: dict[str, str], upstreams_at: dict[str, str],
-                    ) -> tuple[PerConnection, dict[str, str], dict[str, str]]:
+                    urls: dict[str, str], upstreams_at: dict[str, str]) -> tuple[PerConnection, dict[str, str]]:
     """The cache's link and each host's throttled; nginx per connection in front of the cache's hub and
-    registry mirrors (`--per-connection-at lan`) or in front of the hub and the registry as the cache
-    reaches them (`upstream`); returns nginx, the cache's URLs as the hosts then reach it and the
-    upstreams' URLs as the cache reaches them (`upstreams_at`: variable -> URL, each http://HOST:PORT)."""
+    registry mirrors as the hosts reach them (`urls`, `--per-connection-at lan`), or in front of the hub
+    and the registry as the cache reaches them (`upstreams_at`, `upstream`); each variable -> its URL
+    (http://HOST:PORT). Returns nginx and the variables that now go through it."""
     throttle_host(host_pid(cache), args.cache_mbit)
     throttle_sending(host_pid(cache), args.cache_mbit)
     for host in fleet:
         throttle_host(host_pid(host), args.per_host_mbit)
-    if args.per_connection_at == "upstream":
-        routes = {name: (free_port(20200 + 10 * n, set()), int(url.rsplit(":", 1)[1]))
-                  for n, (name, url) in enumerate(upstreams_at.items())}
-        nginx = PerConnection(work / "nginx", dict(routes.values()), args.per_connection_mbit)
-        return nginx, urls, {name: f"http://{MACHINE_FROM_HOSTS}:{port}" for name, (port, _) in routes.items()}
-    routes = {name: (free_port(20200 + 10 * n, set()), cache.port(CACHE_PORTS[name]))
-              for n, name in enumerate(("registry", "hf"))}
+    # apt goes to apt-cacher-ng directly (the module's docstring)
+    limited = upstreams_at if args.per_connection_at == "upstream" else {
+        name: url for name, url in urls.items() if name != "office_cache_apt_url"}
+    routes = {name: (free_port(20200 + 10 * n, set()), int(url.rsplit(":", 1)[1]))
+              for n, (name, url) in enumerate(limited.items())}
     nginx = PerConnection(work / "nginx", dict(routes.values()), args.per_connection_mbit)
-    throttled = {f"office_cache_{name}_url": f"http://{MACHINE_FROM_HOSTS}:{port}"
-                 for name, (port, _) in routes.items()}
-    return nginx, {**urls, **throttled}, upstreams_at
+    return nginx, {name: f"http://{MACHINE_FROM_HOSTS}:{port}" for name, (port, _) in routes.items()}
 
 
 def apt_work(args: argparse.Namespace, lab: Lab, work: Path, cache: LabHost,
