@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""docker.io with its Recommends (as the docker role installs it) against a lean set without them.
+"""docker.io with its Recommends (apt's default) against the docker role's set on Debian 12 without them.
 
 Each round starts two fresh lab hosts (Debian 12, the lab's archive) and installs on each, with
 `policy-rc.d` keeping services stopped as the role installs them: on one `apt-get install docker.io`
-(Recommends on, apt's default, as the docker role installs it), on the other a lean set,
-`--no-install-recommends` with what dockerd uses at run time named (LEAN: apparmor, which docker 20.10
+(Recommends on, apt's default), on the other the role's set for Debian 12
+(`docker_distro_runtime_packages` in roles/docker/defaults.yaml), `--no-install-recommends` with what
+dockerd uses at run time named (apparmor, which docker 20.10
 needs when the kernel has AppArmor on, moby/moby#44900; ca-certificates for TLS to registries; xz-utils
 for `docker load` of xz archives; pigz, which dockerd decompresses layers with, moby/moby#35697).
 Each host first downloads (`-d`, timed apart), so the figure that matters, dpkg's work (unpack,
@@ -28,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -37,7 +40,10 @@ NO_SERVICES = "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod
 APT = "DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Options::=--force-confdef"
 
 
-LEAN = ["docker.io", "apparmor", "ca-certificates", "xz-utils", "pigz"]
+def role_packages() -> list[str]:
+    """The docker role's packages on the lab's Debian 12 hosts."""
+    defaults = yaml.safe_load((REPO / "roles/docker/defaults.yaml").read_text())
+    return list(defaults["docker_distro_runtime_packages"]["debian"]["12"])
 
 
 def timed(container: str, script: str) -> tuple[float, str]:
@@ -67,7 +73,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     peers = {"with Recommends (docker.io)": ("", ["docker.io"]),
-             "the lean set, no Recommends": ("--no-install-recommends", LEAN)}
+             "the role's set, no Recommends": ("--no-install-recommends", role_packages())}
     work = Path(tempfile.mkdtemp(prefix="plab-docker-install-", dir="/var/tmp"))
     lab = Lab(work / "lab", log=lambda _: None)
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in peers}

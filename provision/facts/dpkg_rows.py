@@ -5,25 +5,33 @@ dpkg-query parses the whole status database for each call (~4 ms of the host's C
 the docker role's apt task were two of them in every converged rerun, benchmarks/RESULTS.md). The
 calls are found in the snippets' text (`dpkg_rows FORMAT 'PATTERN'...`, the words quoted as
 shell.quote writes them); a pattern naming an architecture (`libc6:i386`) is left to its own call,
-whose match dpkg makes against `name:arch`, not the name bash's glob would see.
+whose match dpkg makes against `name:arch`, not the name bash's glob would see. The batch's read
+keeps its rows on the host, one file per set of patterns, and reads them back while dpkg's database is
+unchanged (dpkg_rows_read.sh says when): a converged rerun runs no dpkg-query at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from functools import cache
 from importlib import resources
 
 CALL = re.compile(r"\bdpkg_rows (?:facts|apt) ([^\n;|&)$`]*)")
-QUERY = "dpkg-query -W -f='${db:Status-Abbrev}\\t${Package}\\t${Version}\\n'"
+ROWS_KEPT = "/var/lib/provision/dpkg-rows"  # + "-" and a digest of the patterns; the tool's folder on the host
 
 
 @cache
-def dpkg_rows_shell() -> str:
-    """dpkg_rows.sh without its comment lines: the shell function a snippet defines before its call."""
-    text = resources.files("provision.facts").joinpath("dpkg_rows.sh").read_text(encoding="utf-8")
+def shell_file(name: str) -> str:
+    """A shell file of this package without its comment lines."""
+    text = resources.files("provision.facts").joinpath(name).read_text(encoding="utf-8")
     return "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("#"))
+
+
+def dpkg_rows_shell() -> str:
+    """dpkg_rows.sh: the shell function a snippet defines before its call."""
+    return shell_file("dpkg_rows.sh")
 
 
 def patterns_called(snippets: list[str]) -> list[str]:
@@ -46,5 +54,6 @@ def batch_prelude(snippets: list[str]) -> str:
         return ""
     read = shlex.quote(f" {' '.join(patterns)} ")
     words = " ".join(shlex.quote(p) for p in patterns)
+    kept = f"{ROWS_KEPT}-{hashlib.sha256(' '.join(patterns).encode()).hexdigest()[:16]}"
     return (f"if command -v dpkg-query >/dev/null 2>&1; then _dpkg_rows_for={read}\n"
-            f"_dpkg_rows=$({QUERY} -- {words} 2>/dev/null); fi")
+            f"{shell_file('dpkg_rows_read.sh')}dpkg_rows_read {shlex.quote(kept)} {words}; fi")

@@ -72,9 +72,10 @@ def needed(tags: frozenset[str], **variables: Any) -> frozenset[str] | None:
     return on_host.facts_needed([*tasks, *on_host.handlers_notifiable_by(tasks)])
 
 
-def test_the_docker_role_reads_only_the_engines_packages_unless_it_adds_docker_s_own_repository() -> None:
-    # which engine is installed (Docker CE is adopted, not replaced by docker.io: issue 21)
-    assert needed(frozenset({"docker"}), docker_insecure_registries=[]) == {"docker_packages"}
+def test_the_docker_role_reads_only_the_engines_packages_and_the_release_unless_it_adds_docker_s_repository() -> None:
+    # which engine is installed (Docker CE is adopted, not replaced by docker.io: issue 21), and the
+    # release, whose docker.io's package set the role may know (docker_distro_runtime_packages)
+    assert needed(frozenset({"docker"}), docker_insecure_registries=[]) == {"os", "docker_packages"}
     # the repository's suite is the OS codename, its URL the OS id (through docker_repo_url), the
     # architecture is the operation's own read (apt_repository.reads_facts)
     assert needed(frozenset({"docker"}), docker_insecure_registries=[], docker_source="docker") == {

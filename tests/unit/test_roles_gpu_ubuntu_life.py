@@ -176,6 +176,28 @@ def test_docker_ce_already_installed_is_adopted_not_replaced_by_docker_io() -> N
     assert render_tasks(facts(WORKING_UBUNTU))["Docker engine installed"].args.name == ["docker.io"]
 
 
+def test_docker_io_comes_without_its_recommends_where_the_release_is_known() -> None:
+    # Debian 12's docker.io recommends git, needrestart and cgroupfs-mount (51 packages where 13 do;
+    # benchmarks/RESULTS.md); apparmor stays: docker 20.10 fails a container without apparmor_parser
+    # when the kernel has AppArmor on (moby/moby#44900)
+    bookworm = OsInfo(id="debian", version_id="12", codename="bookworm")
+    install = render_tasks(facts("debian12-rtx5090-standin-fresh.txt", os=bookworm))["Docker engine installed"].args
+    assert install.install_recommends is False
+    assert install.name == ["docker.io", "apparmor", "ca-certificates", "xz-utils", "pigz"]
+    dpkg = "now=100\nlists_mtime=99\n"
+    assert "--no-install-recommends" in script_of(plan("apt", dpkg, name=install.name, install_recommends=False))
+    # Debian 13's docker.io only recommends its client (docker-cli): named, or no `docker` command
+    trixie = OsInfo(id="debian", version_id="13", codename="trixie")
+    install = render_tasks(facts("debian12-rtx5090-standin-fresh.txt", os=trixie))["Docker engine installed"].args
+    assert install.install_recommends is False and "docker-cli" in install.name
+    # a release whose package relations the role does not know: apt's default, Recommends included
+    install = render_tasks(facts(WORKING_UBUNTU))["Docker engine installed"].args
+    assert install.install_recommends is True and install.name == ["docker.io"]
+    # Docker's own packages as Docker's install page installs them, Recommends included
+    repo = render_tasks(facts(WORKING_UBUNTU), docker_source="docker")["Docker engine installed"].args
+    assert repo.install_recommends is True and "docker-ce" in repo.name
+
+
 def test_check_mode_on_a_host_without_docker_plans_the_path_of_the_docker_it_installs() -> None:
     # the real H200 (Ubuntu 24.04, no docker yet): its docker.io is 29, so CDI, not the cgroupfs workaround
     h200 = render_tasks(facts("h200-driver580-nopackages.txt"))
