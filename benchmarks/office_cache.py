@@ -55,7 +55,7 @@ and without the model role's units beside it, the apt work is if anything less t
 
 Usage: benchmarks/office_cache.py [--hosts 5] [--shard-mib 8]   (runs its own lab; root; ~6 min for 5)
        benchmarks/office_cache.py --hosts 5 --throttle [--no-direct] [--image-mib 128] [--cache-mbit 1000]
-                                  [--serial all] [--per-connection-at upstream]
+                                  [--serial all] [--per-connection-at upstream] [--var KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -135,7 +135,11 @@ def main() -> None:
                         help="--throttle: nginx limit_rate between the hosts and the cache (lan), or between the "
                              "cache and its upstreams, the hub and the registry (upstream: where a CDN limits)")
     parser.add_argument("--serial", default="1,100%", help="the rollout's batches; all: every host at once")
+    parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE",
+                        help="an inventory variable for the fleet (VALUE read as YAML), e.g. "
+                             "docker_max_concurrent_downloads=3; repeatable")
     args = parser.parse_args()
+    extra_vars = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.var)}
     work = Path(tempfile.mkdtemp(prefix="plab-cache-bench-", dir="/var/tmp"))
     lab = Lab(work / "lab", log=lambda _: None)
     hub = nginx = None
@@ -174,7 +178,7 @@ def main() -> None:
         if args.throttle:
             nginx, through_nginx = throttle_office(args, work, cache, fleet, urls, upstreams_at)
         variables = {"vllm_image": image.replace(f"{registry}/", ""),  # a Docker Hub name: via registry-mirrors
-                     "office_cache_min_free_gib": 1, **upstreams_at, **urls, **through_nginx}
+                     "office_cache_min_free_gib": 1, **upstreams_at, **urls, **through_nginx, **extra_vars}
         inventory = lab.write_inventory(work / "cached.yaml", [cache, *fleet], **variables)
         add_group(inventory, "office_cache", cache.name)
         mark = upstreams.snapshot()

@@ -5,8 +5,9 @@
 # converged apt probe); the rows are kept in CACHE and read back while the database is as it was.
 # Kept as the dpkg status grep's stamps are (provision/ops/apt.py): CACHE.checked is stamped with a
 # token before dpkg-query reads, CACHE written (renamed into place) after the read with the patterns
-# and the token. Read back only while CACHE.checked is newer than the status file and the journal's
-# folder (dpkg folds its journal into a rewritten status file, so either changes with any install),
+# and the token. Read back only while CACHE.checked is newer than the status file, the journal's folder
+# and dpkg's own (dpkg folds its journal into a status file it writes anew and renames into place, so
+# each changes with any install; a status file renamed in by hand changes the folder too),
 # CACHE not older than the stamp, and both carry the same token and CACHE the same patterns: a probe
 # killed before its write, or a second probe that stamped in between (its read may be older than the
 # first's stamp), leaves them apart, and the next probe reads dpkg again. Equal times (writes within
@@ -16,7 +17,8 @@ dpkg_rows_read() {
   local cache=$1 dpkg=${DPKG_ADMINDIR:-/var/lib/dpkg} key token='' line='' kept=''
   shift
   key="patterns $*"
-  if [ "$cache.checked" -nt "$dpkg/status" ] && [ "$cache.checked" -nt "$dpkg/updates" ] && [ -f "$cache" ] \
+  if [ "$cache.checked" -nt "$dpkg/status" ] && [ "$cache.checked" -nt "$dpkg/updates" ] \
+    && [ "$cache.checked" -nt "$dpkg" ] && [ -f "$cache" ] \
     && ! [ "$cache.checked" -nt "$cache" ] && IFS= read -r token < "$cache.checked" && [ -n "$token" ]; then
     IFS= read -r -d '' kept < "$cache"
     line=${kept#*$'\n'}

@@ -78,7 +78,7 @@ def database(tmp_path: Path) -> Path:
     admin = tmp_path / "dpkg"
     (admin / "updates").mkdir(parents=True)
     shutil.copy2("/var/lib/dpkg/status", admin / "status")
-    for path in (admin / "status", admin / "updates"):  # written well before the first probe
+    for path in (admin / "status", admin / "updates", admin):  # written well before the first probe
         os.utime(path, (time.time() - 10, time.time() - 10))
     return admin
 
@@ -125,6 +125,16 @@ def test_a_changed_database_is_read_again(tmp_path: Path, database: Path):
     tick()
     run_batch(env, ["bash", "dpkg"])
     assert calls(tmp_path / "bin") == 3
+    # a status file with an older time renamed into place (a backup put back by hand): dpkg's folder changed
+    (database / "updates" / "0000").unlink()
+    tick()
+    assert run_batch(env, ["bash", "dpkg"]) == rows and calls(tmp_path / "bin") == 4
+    assert run_batch(env, ["bash", "dpkg"]) == rows and calls(tmp_path / "bin") == 4
+    shutil.copy2("/var/lib/dpkg/status", database / "status.restored")
+    os.utime(database / "status.restored", (time.time() - 60, time.time() - 60))
+    (database / "status.restored").rename(database / "status")
+    tick()
+    assert run_batch(env, ["bash", "dpkg"]).startswith("bash\t") and calls(tmp_path / "bin") == 5
 
 
 def test_rows_another_probe_stamped_over_or_a_write_cut_short_are_read_again(tmp_path: Path, database: Path,
