@@ -4,15 +4,11 @@
 Each round starts two fresh lab hosts (Debian 12, the lab's archive) and installs on each, with
 `policy-rc.d` keeping services stopped as the role installs them: on one `apt-get install docker.io`
 (Recommends on, apt's default), on the other the role's set for Debian 12
-(`docker_distro_runtime_packages` in roles/docker/defaults.yaml), `--no-install-recommends` with what
-dockerd uses at run time named (apparmor, which docker 20.10
-needs when the kernel has AppArmor on, moby/moby#44900; ca-certificates for TLS to registries; xz-utils
-for `docker load` of xz archives; pigz, which dockerd decompresses layers with, moby/moby#35697).
-Each host first downloads (`-d`, timed apart), so the figure that matters, dpkg's work (unpack,
-configure, triggers), is timed alone; the two installs run one after the other, in an order that
-alternates between rounds. Prints per round and
-as medians: packages newly installed, MB fetched, the download's and the install's seconds, and the
-ratio of the install times.
+(`docker_distro_runtime_packages` in roles/docker/defaults.yaml, which says why each is named),
+`--no-install-recommends`. Each host first downloads (`-d`, timed apart), so the figure that matters,
+dpkg's work (unpack, configure, triggers), is timed alone; the two installs run one after the other, in
+an order that alternates between rounds. Prints per round and as medians: packages newly installed,
+MB fetched, the download's and the install's seconds, and the ratio of the install times.
 
 Usage: benchmarks/docker_install.py [--rounds 3]   (runs its own lab; root; ~1 min a round)
 """

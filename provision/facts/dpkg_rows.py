@@ -7,7 +7,7 @@ calls are found in the snippets' text (`dpkg_rows FORMAT 'PATTERN'...`, the word
 shell.quote writes them); a pattern naming an architecture (`libc6:i386`) is left to its own call,
 whose match dpkg makes against `name:arch`, not the name bash's glob would see. The batch's read
 keeps its rows on the host, one file per set of patterns, and reads them back while dpkg's database is
-unchanged (dpkg_rows_read.sh says when): a converged rerun runs no dpkg-query at all.
+unchanged (dpkg_rows_read.sh says when): on a converged host the batch's dpkg-query does not run.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@
 # CACHE not older than the stamp, and both carry the same token and CACHE the same patterns: a probe
 # killed before its write, or a second probe that stamped in between (its read may be older than the
 # first's stamp), leaves them apart, and the next probe reads dpkg again. Equal times (writes within
-# one clock tick) are not newer: read again. No CACHE's folder: dpkg-query every time.
+# one clock tick) are not newer: read again. Written in --check too, as those stamps are. No CACHE's
+# folder: dpkg-query every time.
 # DPKG_ADMINDIR, as dpkg-query itself reads it (dpkg-query(1)), names another database.
 dpkg_rows_read() {
   local cache=$1 dpkg=${DPKG_ADMINDIR:-/var/lib/dpkg} key token='' line='' kept=''
@@ -36,6 +37,8 @@ dpkg_rows_read() {
   # shellcheck disable=SC2016 # dpkg-query's own ${field} format, not a shell expansion
   _dpkg_rows=$(dpkg-query -W -f='${db:Status-Abbrev}\t${Package}\t${Version}\n' -- "$@" 2>/dev/null)
   [ -n "$token" ] || return 0
+  # a temporary file left by a probe killed before its rename (the glob costs no fork when none is left)
+  for line in "$cache".[0-9]*; do [ -e "$line" ] && rm -f -- "$cache".[0-9]*; break; done
   if ! { printf '%s\ntoken %s\n%s\n' "$key" "$token" "$_dpkg_rows" > "$cache.$BASHPID" \
     && mv -f -- "$cache.$BASHPID" "$cache"; } 2>/dev/null; then
     rm -f -- "$cache.$BASHPID" 2>/dev/null

@@ -26,7 +26,7 @@ section() { printf '@@section %s\n' "$1"; }
 emit() { _out=$("$@" 2>/dev/null); [ -n "$_out" ] && printf '%s\n' "$_out"; return 0; }
 yes_no() { if "$@"; then echo yes; else echo no; fi; }
 
-# read by bash itself: `emit cat` forked twice (~0.7 ms of a lab host's CPU in every run that reads the OS)
+# read by bash itself: `emit cat` cost a fork and an exec in every run that reads the OS
 probe_os_release() {
   local _file=/etc/os-release _line
   [ -r "$_file" ] || _file=/usr/lib/os-release

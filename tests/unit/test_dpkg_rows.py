@@ -52,14 +52,14 @@ def rows_kept_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_batch_reads_the_database_once_and_each_call_gets_its_own_rows(tmp_path: Path):
     env = counting("dpkg-query", tmp_path / "bin")
-    calls = [("facts", PATTERNS[:3]), ("apt", PATTERNS[3:]), ("apt", ["bash:amd64"])]
+    asked = [("facts", PATTERNS[:3]), ("apt", PATTERNS[3:]), ("apt", ["bash:amd64"])]
     snippets = [f"{dpkg_rows_shell()}\ndpkg_rows {name} {' '.join(repr(p) for p in words)}; {SHOW}"
-                for name, words in calls]
+                for name, words in asked]
     assert patterns_called(snippets) == PATTERNS  # the architecture-qualified one is left to its own call
     out = subprocess.run(["bash", "-c", build_script(snippets, "tok")], capture_output=True, text=True, check=True,
                          env=env).stdout
     outputs = split_output(out, "tok", 3)
-    for (name, words), output in zip(calls, outputs, strict=True):
+    for (name, words), output in zip(asked, outputs, strict=True):
         assert output == dpkg_query(name, words) and output
     assert (tmp_path / "bin" / "calls").read_text().count("x") == 2  # the batch's one, and bash:amd64's own
 
@@ -152,6 +152,11 @@ def test_rows_another_probe_stamped_over_or_a_write_cut_short_are_read_again(tmp
     assert run_batch(env, ["bash"]) == rows and calls(tmp_path / "bin") == 3
     assert run_batch(env, ["bash"]) == rows and calls(tmp_path / "bin") == 3
     assert not list(rows_kept_in.glob("dpkg-rows-*.[0-9]*"))  # no temporary file left
+    # a probe killed between its write and its rename left its temporary file: the next write removes it
+    Path(f"{kept}.4242").write_text("patterns bash\ntoken 4242.1.5\n")
+    newer(stamp)
+    assert run_batch(env, ["bash"]) == rows and calls(tmp_path / "bin") == 4
+    assert not list(rows_kept_in.glob("dpkg-rows-*.[0-9]*"))
 
 
 def test_without_the_tools_folder_the_batch_asks_dpkg_every_time(tmp_path: Path, database: Path,
