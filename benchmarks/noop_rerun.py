@@ -44,6 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.cpu_use import cpu_usage_file  # noqa: E402
 from tests.lab import Lab  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -205,19 +206,6 @@ class Bench:
                 "ssh_known_hosts_file": str(self.work / "known_hosts"), "ssh_strict_host_key_checking": "yes"}
         entries = ", ".join(f"({h.name!r}, {{**DATA, 'ssh_port': {h.ssh_port}}})" for h in hosts[:count])
         (self.work / f"pyinfra-{count}.py").write_text(f"DATA = {data!r}\nhosts = [{entries}]\n")
-
-
-def cpu_usage_file(pid: int) -> Path:
-    """The cgroup v1 `cpuacct.usage` of the lab host whose init is `pid` (its container's cgroup: the
-    host's own services' groups are below it, and the counter includes them)."""
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpuacct" in controllers.split(","):
-            for mount in ("cpu,cpuacct", "cpuacct"):
-                usage = Path("/sys/fs/cgroup", mount, path.lstrip("/"), "cpuacct.usage")
-                if usage.exists():
-                    return usage
-    raise SystemExit(f"no cgroup v1 cpuacct.usage for pid {pid} (--host-cpu needs cgroup v1's cpuacct)")
 
 
 def measure(bench: Bench, inventory: Path, count: int, tools: list[str], repeat: int) -> dict[str, list[float]]:

@@ -46,6 +46,9 @@ overlap on a full-duplex link, so this errs on the generous side by at most the 
     apt work - its weights' time on its link: the canary's / `--per-host-mbit`, the batch's + the fill
     / `--cache-mbit`); and the bytes + all the apt work, as benchmarks/site_first_apply.py adds it
     (task order; here not a bound, the weights run beside the apt work).
+`--cpu` samples this machine's CPU over the rollout (benchmarks/cpu_use.py): where it went (per lab host,
+per command) and the machine's CPU limit of the rollout, its busy core-seconds / cores: the lab's hosts
+share this machine's cores, and the LAN limits above count none of that.
 The apt work is measured in the same run the way benchmarks/site_first_apply.py measures it: a rollout
 of fresh hosts, the same batches and throttle through the same (then warm) cache, with `--tags
 office_cache_client,docker` (no weights, no image: the downloads tiny); each host's apt roles' seconds
@@ -55,7 +58,7 @@ and without the model role's units beside it, the apt work is if anything less t
 
 Usage: benchmarks/office_cache.py [--hosts 5] [--shard-mib 8]   (runs its own lab; root; ~6 min for 5)
        benchmarks/office_cache.py --hosts 5 --throttle [--no-direct] [--image-mib 128] [--cache-mbit 1000]
-                                  [--serial all] [--per-connection-at upstream] [--var KEY=VALUE]
+                                  [--serial all] [--per-connection-at upstream] [--var KEY=VALUE] [--cpu]
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.cpu_use import CpuUse  # noqa: E402
+from benchmarks.cpu_use import describe as describe_cpu  # noqa: E402
 from benchmarks.site_first_apply import apt_work_of, padded_image, roles_elapsed  # noqa: E402
 from benchmarks.throttle import (  # noqa: E402
     PerConnection,
@@ -125,6 +130,8 @@ def main() -> None:
     parser.add_argument("--shard-mib", type=float, default=8, help="size of each of the 2 weight shards")
     parser.add_argument("--keep", action="store_true", help="leave the lab and its logs (prints where)")
     parser.add_argument("--kill", action="store_true", help="then stop the cache host and roll out one more host")
+    parser.add_argument("--cpu", action="store_true",
+                        help="sample this machine's CPU over the rollout (benchmarks/cpu_use.py): its CPU limit")
     parser.add_argument("--throttle", action="store_true", help="throttled links (the module's docstring)")
     parser.add_argument("--no-direct", action="store_true", help="skip the rollout without a cache")
     parser.add_argument("--image-mib", type=int, default=0, help="random bytes added to the stand-in vLLM image")
@@ -188,9 +195,13 @@ def main() -> None:
             if args.throttle else (0, 0, 0)
         serial = [] if args.serial == "all" else ["--serial", args.serial]
         report["serial"] = args.serial
+        cpu = CpuUse().start() if args.cpu else None
         report["cached_s"], _, rollout = provision("up", str(inventory), "--limit", f"!{cache.name}", "--tags", TAGS,
                                                    "--forks", str(args.hosts), *serial, json_path=work / "cached.json")
         print("\n".join(timelines(rollout, [fleet[0].name, fleet[-1].name])), flush=True)
+        if cpu is not None:
+            print("\n".join(describe_cpu(cpu.stop())), flush=True)
+            report["cpu_limit_s"], report["cpu_busy_s"] = cpu.limit_s, cpu.busy_s
         report["cached"] = upstreams.since(mark)
         if args.throttle:
             report["cache_sent"] = sent(host_pid(cache)) - before[0]
@@ -339,6 +350,10 @@ def print_limit(report: dict[str, Any]) -> None:
         report["issue_limit_s"] = limits["issue"][-1][1]
     for how, limit in [entry for entries in limits.values() for entry in entries]:
         print(f"  {how}: {limit:.2f} s; the rollout {report['cached_s']:.1f} s is {report['cached_s'] / limit:.2f}x")
+    if "cpu_limit_s" in report:
+        cpu_limit = report["cpu_limit_s"]
+        print(f"  this machine's CPU limit of the rollout (its busy core-seconds / cores; no schedule of the same "
+              f"work on these cores beats it): {cpu_limit:.2f} s; the rollout is {report['cached_s'] / cpu_limit:.2f}x")
     print("  (the machine's load varies wall times)", flush=True)
 
 
