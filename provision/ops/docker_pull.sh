@@ -23,5 +23,6 @@ if command -v curl >/dev/null 2>&1 && [ -S "$socket" ] && ! logged_in; then
   status=("${PIPESTATUS[@]}")
   [ "${status[0]}" -eq 0 ] && [ "${status[1]}" -eq 0 ]
 else
-  exec docker pull -- "$IMAGE"
+  # not `exec`: a host unit runs this script inline and records its success after it (runner/early.py)
+  docker pull -- "$IMAGE"
 fi

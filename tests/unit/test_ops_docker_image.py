@@ -94,7 +94,7 @@ def test_apply_pulls_with_progress_then_records_the_digest() -> None:
     applied = REGISTRY["docker_image"].apply(context(conn, progress=progress), result)
     assert applied.changed and applied.result["pinned"] == f"10.0.2.2:5000/vllm/vllm-openai@{DIGEST}"
     assert progress[-1] == (f"pulling {IMAGE}: 3 of 3 layers", 3, 3)
-    assert "exec docker pull -- \"$IMAGE\"" in conn.scripts[0] and "/images/create" in conn.scripts[0]
+    assert "docker pull -- \"$IMAGE\"" in conn.scripts[0] and "/images/create" in conn.scripts[0]
     assert result.scripts[0].env == {"IMAGE": IMAGE, "FROM_IMAGE": "10.0.2.2:5000/vllm/vllm-openai",
                                       "TAG": "standin-ok"}
     assert applied.summary == f"pulled {IMAGE} ({DIGEST})" and result.summary == f"pull {IMAGE} (not present)"
@@ -115,3 +115,30 @@ def test_the_engine_apis_pull_stream_gives_bytes_and_its_error_fails_the_pull() 
                                             'x:1 not found"},"error":"manifest for x:1 not found"}\n', "", 1)])
     with pytest.raises(TaskFailed, match="failed \\(exit 1\\): manifest for x:1 not found"):
         REGISTRY["docker_image"].apply(context(failing), result)
+
+
+def test_a_pull_through_the_cli_lets_the_host_unit_record_its_success(tmp_path) -> None:
+    """With a registry login the CLI pulls (docker_pull.sh's `docker pull`); in a host unit started early
+    the script runs inline, and the unit's own lines after it write the success the wait reads
+    (runner/early.py, unit_script): the script must end, not replace the shell (`exec`)."""
+    import os
+    import subprocess
+
+    from provision.ops.docker_image import pull_command
+    from provision.runner.early import unit_script
+
+    home, tools = tmp_path / "home", tmp_path / "bin"
+    (home / ".docker").mkdir(parents=True)
+    (home / ".docker" / "config.json").write_text('{"auths": {"registry.example": {}}}')
+    tools.mkdir()
+    (tools / "docker").write_text("#!/bin/sh\necho \"docker $*\"\n")
+    (tools / "docker").chmod(0o755)
+    (tools / "systemctl").write_text("#!/bin/sh\n")
+    (tools / "systemctl").chmod(0o755)
+    script = unit_script("provision-early-test", pull_command(IMAGE)).replace("/var/lib/provision/early", str(tmp_path))
+    (tmp_path / "provision-early-test").mkdir()
+    done = subprocess.run(["bash", "-s"], input=script, capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "HOME": str(home), "PATH": f"{tools}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert f"docker pull -- {IMAGE}" in done.stdout
+    assert (tmp_path / "provision-early-test" / "status").read_text() == "0\n"
