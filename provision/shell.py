@@ -67,3 +67,13 @@ def parse_records(text: str, key: str) -> list[str]:
     """Every value of a repeated `key=value` line, in order."""
     prefix = f"{key}="
     return [line[len(prefix):] for line in text.splitlines() if line.startswith(prefix)]
+
+
+def record_fields(line: str, key: str, count: int) -> list[str] | None:
+    """A `key=A<TAB>B<TAB>...` line's `count` fields (the last keeps any further tabs, and missing ones
+    are ""), or None for a line of another key: the progress lines shell helpers print."""
+    name, sep, value = line.partition("=")
+    if not sep or name != key:
+        return None
+    fields = value.rstrip("\n").split("\t", count - 1)
+    return fields + [""] * (count - len(fields))

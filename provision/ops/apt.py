@@ -25,6 +25,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from provision.errors import TaskFailed
 from provision.facts.dpkg_rows import dpkg_rows_shell
+from provision.ops.apt_update import apt_update_script, update_stall_progress
 from provision.ops.base import Action, ApplyContext, ApplyResult, OpArgs, Operation, Plan, Probe, register
 from provision.ops.dpkg_lock import dpkg_lock_script, lock_wait_progress
 from provision.ops.needs import Need, Packages
@@ -343,7 +344,8 @@ if [ -n "$missing" ]; then
             steps.append("apt-mark unhold " + " ".join(map(quote, unhold)))
             summary.append("unhold " + " ".join(unhold))
         if refresh:
-            steps.append(f"{APT_GET} update\nmkdir -p -- {UPDATE_STAMP.rsplit('/', 1)[0]}\ntouch -- {UPDATE_STAMP}")
+            stamp_dir = UPDATE_STAMP.rsplit("/", 1)[0]
+            steps.append(f"{apt_update_script(APT_GET)}\nmkdir -p -- {stamp_dir}\ntouch -- {UPDATE_STAMP}")
             summary.append("refresh apt cache")
         if upgrade_unknown:
             steps.append(f"before=$({self._versions_query(upgrade_unknown)})")
@@ -429,7 +431,7 @@ if [ -n "$missing" ]; then
 
     def apply(self, ctx: ApplyContext, plan: Plan) -> ApplyResult:
         def on_line(line: str) -> None:
-            if (waiting := lock_wait_progress(line)) is not None:
+            if (waiting := lock_wait_progress(line) or update_stall_progress(line)) is not None:
                 ctx.progress(waiting)
 
         last = None

@@ -28,6 +28,7 @@ from pydantic import field_validator, model_validator
 
 from provision.escape import deb822_value, deb822_words
 from provision.ops.apt import APT_GET
+from provision.ops.apt_update import apt_update_script
 from provision.ops.base import OpArgs, Operation, Plan, Probe, Step, register
 from provision.ops.fields import DebWordList, Url, UrlList
 from provision.ops.needs import AptRepository, Download, Need
@@ -43,7 +44,6 @@ DEB_FILE_NAME = re.compile(r"^([a-z0-9][a-z0-9+.-]*)_([^_]+)_[a-z0-9-]+\.deb$")
 ARMOR_BLOCK = re.compile(r"-----BEGIN PGP [A-Z ]+-----\n(.*?)-----END PGP [A-Z ]+-----", re.DOTALL)
 DEB_ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf", "ppc64le": "ppc64el",
                      "i686": "i386", "s390x": "s390x"}
-APT_UPDATE = f"{APT_GET} update"
 DEARMOR_AWK = r"""awk '
   /^-----BEGIN PGP/ { inblock = 1; header = 1; next }
   /^-----END PGP/ { inblock = 0; next }
@@ -232,7 +232,7 @@ class AptRepositoryOperation(Operation):
             summary.append(f"{'update' if current is not None else 'add'} {args.sources_path}")
         if not commands and not sources_write:
             return Plan.ok(f"{args.sources_path} is up to date")
-        commands.append(Command(script=sources_write + APT_UPDATE,
+        commands.append(Command(script=sources_write + apt_update_script(APT_GET),
                                 data=wanted.encode() if sources_write else None,
                                 description=f"{'write ' + args.sources_path + ', ' if sources_write else ''}"
                                             "apt-get update"))
@@ -243,7 +243,7 @@ class AptRepositoryOperation(Operation):
         if current is None and "keyring_sha256" not in fields:
             return Plan.ok(f"{args.sources_path} is absent")
         script = (f"rm -f -- {quote(args.sources_path)}\nrm -f -- {quote(args.keyring_path)}\n"
-                  f"{APT_UPDATE}")
+                  f"{apt_update_script(APT_GET)}")
         return Plan(changed=True, steps=[Command(script=script, description=f"remove {args.sources_path}")],
                     summary=f"remove {args.sources_path} and {args.keyring_path}; apt-get update",
                     diff=text_diff(args.sources_path, current, None) if current is not None else "")
@@ -257,7 +257,7 @@ class AptRepositoryOperation(Operation):
         script = "\n".join([
             download_script(str(args.keyring_package_url), deb, args.sha256, dearmor_keys=False),
             f"{APT_GET} install --allow-downgrades -- {quote(deb)}",
-            APT_UPDATE,
+            apt_update_script(APT_GET),
         ])
         was = f" (was {installed})" if installed and status.startswith("ii") else ""
         summary = f"install {package} {version}{was} from {args.keyring_package_url}; apt-get update"

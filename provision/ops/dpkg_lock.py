@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from importlib import resources
 
+from provision.shell import record_fields
+
 
 def dpkg_lock_script() -> str:
     """dpkg_lock.sh's text after the lock reader it shares with the facts probe (fcntl_lock.sh); kept
@@ -17,9 +19,7 @@ def dpkg_lock_script() -> str:
 def lock_wait_progress(line: str) -> str | None:
     """wait_dpkg_lock's `dpkg_lock=SECONDS<TAB>PID<TAB>COMMAND` line as the progress a user reads, or
     None for any other line."""
-    key, _, value = line.partition("=")
-    if key != "dpkg_lock":
+    if (fields := record_fields(line, "dpkg_lock", 3)) is None:
         return None
-    waited, _, holder = value.partition("\t")
-    pid, _, command = holder.partition("\t")
+    waited, pid, command = fields
     return f"waiting for the dpkg lock held by process {pid} ({command.strip()}) for {waited} s"

@@ -10,6 +10,7 @@ from provision.connection.base import CommandResult
 from provision.errors import TaskFailed
 from provision.ops import REGISTRY
 from provision.ops.apt import APT_GET, DPKG_LOCK_TIMEOUT_S, dpkg_lock_script
+from provision.ops.apt_update import apt_update_script
 from tests.unit.ops_support import (
     ScriptedConnection,
     assert_commands_parse,
@@ -56,7 +57,7 @@ def test_missing_package_installs_with_the_standard_options() -> None:
 def test_stale_cache_is_refreshed_as_part_of_an_install_only() -> None:
     result = plan("apt", CURL + STALE + "candidate=jq\t1.6-2.1\n", name=["jq"], update_cache=True)
     script = script_of(result)
-    assert script.index(f"{APT_GET} update") < script.index("install 'jq'")
+    assert script.index(apt_update_script(APT_GET)) < script.index("install 'jq'")
     assert "touch -- /var/lib/apt/periodic/update-success-stamp" in script
     fresh = plan("apt", FRESH + "candidate=jq\t1.6-2.1\n", name=["jq"], update_cache=True)
     assert "update" not in script_of(fresh)
@@ -65,7 +66,7 @@ def test_stale_cache_is_refreshed_as_part_of_an_install_only() -> None:
 def test_fresh_cache_is_refreshed_when_a_package_has_no_candidate() -> None:
     # e.g. its repository was added since the last update
     result = plan("apt", FRESH, name=["nvidia-container-toolkit"], update_cache=True)
-    assert f"{APT_GET} update" in script_of(result)
+    assert apt_update_script(APT_GET) in script_of(result)
 
 
 def test_cache_refresh_alone_is_not_a_change() -> None:
@@ -368,3 +369,15 @@ def test_the_cache_age_is_the_newest_package_list_or_update_stamp(tmp_path):
     os.utime(stamp, (NOW - 60, NOW - 60))  # `apt-get update` that changed no list still counts
     out = subprocess.run(["bash", "-c", f"set +e +u\n{script}"], capture_output=True, text=True, check=True).stdout
     assert f"lists_mtime={NOW - 60}\n" in out
+
+
+def test_apply_shows_a_stalled_update_run_again_as_progress():
+    from provision.connection.base import CommandResult
+    from provision.ops import REGISTRY
+    from tests.unit.ops_support import ScriptedConnection, context
+
+    result = plan("apt", FRESH, name=["jq"], update_cache=True)
+    output = "Get:1 http://deb.debian.org/debian bookworm InRelease\napt_update_stalled=120\t2\t3\nSetting up jq\n"
+    progress: list[tuple] = []
+    REGISTRY["apt"].apply(context(ScriptedConnection([CommandResult(output, "", 0)]), progress=progress), result)
+    assert progress[-1][0] == "apt-get update wrote nothing for 120 s: stopped, run 2 of 3"

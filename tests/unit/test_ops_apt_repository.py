@@ -9,6 +9,7 @@ import pytest
 
 from provision.ops.apt import APT_GET
 from provision.ops.apt_repository import dearmor, download_script, render_sources
+from provision.ops.apt_update import apt_update_script
 from tests.unit.ops_support import assert_commands_parse, facts, make_args, plan, run_local, script_of
 
 # a stand-in repository key made for these tests (gpg --quick-gen-key, ed25519); gpg --dearmor of it
@@ -64,7 +65,7 @@ def test_new_repository_with_key_file_writes_keyring_then_source_and_updates() -
     assert hashlib.sha256(key_write.data or b"").hexdigest() == TEST_KEYRING_SHA256
     assert "mv -f -- \"$tmp\" '/usr/share/keyrings/docker.gpg'" in key_write.script
     assert "mv -f -- \"$tmp\" '/etc/apt/sources.list.d/docker.sources'" in source_write.script
-    assert source_write.script.endswith(f"{APT_GET} update")
+    assert source_write.script.endswith(apt_update_script(APT_GET))
     assert "+Architectures: amd64" in result.diff and result.diff.startswith("--- /dev/null")
     assert "Signed-By" not in script_of(result)  # the content travels as payload
     assert_commands_parse(result)
@@ -114,7 +115,7 @@ def test_keyring_package_converges_on_its_version() -> None:
     script = script_of(result)
     assert "'/var/cache/provision/cuda-keyring_1.1-1.deb.part'" in script
     assert f"{APT_GET} install --allow-downgrades -- '/var/cache/provision/cuda-keyring_1.1-1.deb'" in script
-    assert script.endswith(f"{APT_GET} update")
+    assert script.endswith(apt_update_script(APT_GET))
     assert "(was 1.0-1)" in result.summary
     assert_commands_parse(result)
 
