@@ -235,13 +235,14 @@ def ask(office: Office, max_tokens: int) -> tuple[int, str, float]:
 
 
 def test_every_backend_busy_requests_wait_in_the_queue_then_get_a_503_with_retry_after(converged, office) -> None:
-    """3 backends x max_num_seqs 4 = 12 requests of 5-6 s (250 tokens at 50 tok/s) fill the office; 2 more
-    wait in the gateway's queue for its timeout (3 s here), then get the 503 with Retry-After; none lost."""
+    """3 backends x max_num_seqs 4 = 12 requests of 10-11 s (500 tokens at 50 tok/s) fill the office; 2 more
+    wait in the gateway's queue for its timeout (3 s here), then get the 503 with Retry-After; none lost.
+    (With 5-6 s requests, CI's load once kept every poll of HAProxy's view from seeing all 12 at once.)"""
     for host in office.backends:
         wait_for(office, host.name, "UP", 30)
     answers: list[tuple[int, str, float]] = []
     slots = 4 * len(office.backends)  # max_num_seqs 4 per stand-in (profile_arguments)
-    busy = [threading.Thread(target=lambda: answers.append(ask(office, 250))) for _ in range(slots)]
+    busy = [threading.Thread(target=lambda: answers.append(ask(office, 500))) for _ in range(slots)]
     for thread in busy:
         thread.start()
     deadline = time.monotonic() + 10
