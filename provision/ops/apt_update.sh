@@ -32,7 +32,7 @@ apt_update_watched() {
         quiet=$((quiet + 1))
       fi
     done
-    if [ "$quiet" -lt "$stall" ]; then
+    if ! kill -0 "$pid" 2>/dev/null; then  # ended, even in the second its quiet time ran out: its own status
       rc=0
       wait "$pid" || rc=$?
       rm -f -- "$stamp"
